@@ -1,0 +1,58 @@
+import Foundation
+import Shrink
+
+/// `shrink inspect`: parameters, bytes and precision of a model at a glance.
+enum InspectCommand {
+    static let command = ShrinkCommand(spec: spec, run: run)
+
+    static let spec = CommandSpec(
+        name: "inspect",
+        summary: "Show a model's parameters and bytes, its storage types and op types, and its tensors by layer.",
+        arguments: [ArgumentSpec(name: "model", help: "A model folder, a .safetensors file, or a known model name (default: minilm).",
+                                 isOptional: true)],
+        options: [OptionSpec(name: "--json", valueName: nil, help: "Print the inspection as JSON instead of tables.")])
+
+    static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
+        let location = try ModelLocation.resolve(arguments.positionals.first ?? ModelRegistry.defaultEntry.alias)
+        let inspection = try ModelInspection.inspect(location)
+        if arguments.flag("--json") {
+            let encoder = JSONEncoder()
+            encoder.keyEncodingStrategy = .convertToSnakeCase
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            console.print(String(decoding: try encoder.encode(inspection), as: UTF8.self))
+        } else {
+            console.print(render(inspection))
+        }
+        return 0
+    }
+
+    static func render(_ inspection: ModelInspection) -> String {
+        var lines = [
+            "Model:        \(inspection.path)",
+            "Format:       \(inspection.format)" + (inspection.architecture.map { " (architecture: \($0))" } ?? ""),
+            "Parameters:   \(TextTable.grouped(inspection.parameters))",
+            "Tensor bytes: \(TextTable.grouped(inspection.bytes)) (\(TextTable.byteSize(inspection.bytes))); file \(TextTable.grouped(inspection.fileBytes)) bytes",
+            "", "Storage:",
+            TextTable.render(header: ["storage", "tensors", "parameters", "bytes", "share"],
+                             rows: inspection.storage.map {
+                                 [$0.storage, String($0.tensors), TextTable.grouped($0.parameters), TextTable.grouped($0.bytes), TextTable.percent($0.share)]
+                             }, rightAligned: [1, 2, 3, 4]),
+            "", "Op types (by count):",
+            TextTable.render(header: ["op type", "ops", "tensors", "parameters", "bytes", "share"],
+                             rows: inspection.opTypes.map {
+                                 [$0.opType.rawValue, String($0.ops), String($0.tensors), TextTable.grouped($0.parameters),
+                                  TextTable.grouped($0.bytes), TextTable.percent($0.share)]
+                             }, rightAligned: [1, 2, 3, 4, 5]),
+            "", "Tensors by layer:",
+        ]
+        for layer in inspection.layers {
+            lines.append("  \(layer.name)  (\(TextTable.grouped(layer.parameters)) parameters, \(TextTable.byteSize(layer.bytes)))")
+            lines.append(TextTable.render(header: ["tensor", "op type", "storage", "shape", "parameters"],
+                                          rows: layer.tensors.map {
+                                              [$0.name, $0.opType.rawValue, $0.storage, "[" + $0.shape.map(String.init).joined(separator: ", ") + "]",
+                                               TextTable.grouped($0.parameters)]
+                                          }, rightAligned: [4], indent: "    "))
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,69 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Writes a file so that readers see either the old file or the complete new one, never a part:
+/// the bytes go to a temporary file in the same folder, which is flushed to disk and then renamed
+/// over `path`. When writing fails or `commit` is never called, the temporary file is removed.
+public final class AtomicFile {
+    /// The destination path.
+    public let path: String
+    private let temporaryPath: String
+    private var descriptor: Int32
+    private var committed = false
+
+    /// Creates the temporary file next to `path`.
+    public init(path: String) throws(ShrinkIOError) {
+        self.path = path
+        let slash = path.lastIndex(of: "/")
+        let folder = slash.map { String(path[...$0]) } ?? ""
+        let base = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        var template = Array("\(folder).\(base).tmp-XXXXXX".utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard descriptor >= 0 else {
+            throw .writeFailed(path: path, reason: "cannot create a temporary file: \(String(cString: strerror(errno)))")
+        }
+        self.descriptor = descriptor
+        self.temporaryPath = String(cString: template)
+        fchmod(descriptor, 0o644)
+    }
+
+    /// Appends `bytes` to the temporary file.
+    public func write(_ bytes: UnsafeRawBufferPointer) throws(ShrinkIOError) {
+        var written = 0
+        while written < bytes.count {
+            let result = Glibc.write(descriptor, bytes.baseAddress! + written, bytes.count - written)
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw .writeFailed(path: path, reason: String(cString: strerror(errno)))
+            }
+            written += result
+        }
+    }
+
+    /// Appends the UTF-8 bytes of `text`.
+    public func write(_ text: String) throws(ShrinkIOError) {
+        var copy = text
+        try copy.withUTF8 { buffer in
+            Result { () throws(ShrinkIOError) in try write(UnsafeRawBufferPointer(buffer)) }
+        }.get()
+    }
+
+    /// Flushes the temporary file to disk and renames it to `path`.
+    public func commit() throws(ShrinkIOError) {
+        guard fsync(descriptor) == 0 else { throw .writeFailed(path: path, reason: String(cString: strerror(errno))) }
+        close(descriptor)
+        descriptor = -1
+        guard rename(temporaryPath, path) == 0 else {
+            throw .writeFailed(path: path, reason: String(cString: strerror(errno)))
+        }
+        committed = true
+    }
+
+    deinit {
+        if descriptor >= 0 { close(descriptor) }
+        if !committed { unlink(temporaryPath) }
+    }
+}

@@ -1,0 +1,7 @@
+import ShrinkCLI
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+exit(ShrinkCommandLine.run(Array(CommandLine.arguments.dropFirst())))
