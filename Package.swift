@@ -23,10 +23,11 @@ let package = Package(
         .executableTarget(
             name: "BlasBenchmark", dependencies: ["ShrinkCore", "ShrinkKernels"],
             path: "Benchmarks/BlasBenchmark", swiftSettings: kernelSettings),
-        .testTarget(name: "ShrinkCoreTests", dependencies: ["ShrinkCore"]),
-        .testTarget(name: "ShrinkIOTests", dependencies: ["ShrinkIO"], resources: [.copy("Python")]),
-        .testTarget(name: "ShrinkKernelsTests", dependencies: ["ShrinkKernels"]),
+        .target(name: "ShrinkTestSupport", dependencies: ["ShrinkCore"], path: "Tests/ShrinkTestSupport"),
+        .testTarget(name: "ShrinkCoreTests", dependencies: ["ShrinkCore", "ShrinkTestSupport"]),
+        .testTarget(name: "ShrinkIOTests", dependencies: ["ShrinkIO", "ShrinkTestSupport"]),
+        .testTarget(name: "ShrinkKernelsTests", dependencies: ["ShrinkKernels", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkModelsTests", dependencies: ["ShrinkModels"]),
-        .testTarget(name: "ShrinkCLITests", dependencies: ["ShrinkCLI"]),
+        .testTarget(name: "ShrinkCLITests", dependencies: ["ShrinkCLI", "Shrink", "ShrinkIO", "ShrinkTestSupport"]),
     ]
 )

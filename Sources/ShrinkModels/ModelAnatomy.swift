@@ -53,7 +53,7 @@ public struct TensorDescriptor: Sendable {
 /// Rules, in order, for each op (tensors sharing a name up to a final `weight`/`bias`/`gamma`/`beta`):
 /// 1. integer or boolean tensors are `buffer`;
 /// 2. an op whose last name component contains `norm` (any case) or is `ln`, `ln_f`, `ln_1`, `ln_2` is `norm`;
-/// 3. one containing `embed` or named `wte`, `wpe` is `embedding`;
+/// 3. one containing `embed` or `embd` (GGUF's `token_embd`) or named `wte`, `wpe` is `embedding`;
 /// 4. otherwise the op's weight decides by rank: 2 → `linear`, 3 or more → `conv`, else `other`.
 public enum ModelAnatomy {
     static let parameterSuffixes: Set<String> = ["weight", "bias", "gamma", "beta"]
@@ -85,7 +85,7 @@ public enum ModelAnatomy {
         guard dtype.isFloatingPoint else { return .buffer }
         let last = String(op.split(separator: ".").last ?? Substring(op)).lowercased()
         if last.contains("norm") || normNames.contains(last) { return .norm }
-        if last.contains("embed") || embeddingNames.contains(last) { return .embedding }
+        if last.contains("embed") || last.contains("embd") || embeddingNames.contains(last) { return .embedding }
         switch weightShape.count {
         case 2: return .linear
         case 3...: return .conv

@@ -1,0 +1,34 @@
+import Testing
+import ShrinkKernels
+import ShrinkTestSupport
+
+/// The BLAS path against the scalar `Double` reference over awkward shapes, with and without bias.
+@Suite struct DenseMatmulTests {
+    @Test(arguments: [(1, 385, 97), (1, 1, 1), (2, 7, 13), (32, 384, 384), (5, 13, 385), (33, 64, 3)])
+    func blasMatchesTheReference(rows: Int, outFeatures: Int, inFeatures: Int) {
+        var generator = SeededGenerator(seed: UInt64(rows * 1_000_003 + outFeatures * 1009 + inFeatures))
+        let x = generator.floats(rows * inFeatures)
+        let weights = generator.floats(outFeatures * inFeatures)
+        let bias = generator.floats(outFeatures)
+        for useBias in [false, true] {
+            var fast = [Float](repeating: .nan, count: rows * outFeatures)
+            var reference = fast
+            bias.withUnsafeBufferPointer { b in
+                DenseMatmul.blas(x: x, rows: rows, weights: weights, outFeatures: outFeatures, inFeatures: inFeatures,
+                                 bias: useBias ? b.baseAddress : nil, output: &fast)
+                DenseMatmul.reference(x: x, rows: rows, weights: weights, outFeatures: outFeatures, inFeatures: inFeatures,
+                                      bias: useBias ? b.baseAddress : nil, output: &reference)
+            }
+            // fp32 accumulation over `inFeatures` terms of magnitude ≤ 1: error ≤ inFeatures · 2⁻²⁴ · |terms|.
+            let tolerance = Float(inFeatures) * 0x1p-22 + 1e-6
+            let worst = zip(fast, reference).enumerated().max { abs($0.element.0 - $0.element.1) < abs($1.element.0 - $1.element.1) }!
+            #expect(abs(worst.element.0 - worst.element.1) <= tolerance,
+                    "bias \(useBias): worst index \(worst.offset): \(worst.element.0) vs \(worst.element.1)")
+        }
+    }
+
+    @Test func reportsTheLoadedBLAS() {
+        let path = BLASLibrary.loadedPath ?? ""
+        #expect(path.contains("blas"), "\(BLASLibrary.summary)")
+    }
+}
