@@ -26,7 +26,7 @@ public final class AtomicFile {
             throw .writeFailed(path: path, reason: "cannot create a temporary file: \(String(cString: strerror(errno)))")
         }
         self.descriptor = descriptor
-        self.temporaryPath = String(cString: template)
+        self.temporaryPath = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         fchmod(descriptor, 0o644)
     }
 
