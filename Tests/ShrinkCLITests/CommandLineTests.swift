@@ -63,7 +63,7 @@ func run(_ arguments: [String]) -> (code: Int32, output: String, errors: String)
         #expect(result.errors == "shrink inspect: error: \(missing): cannot open: no such file or folder")
 
         let truncated = folder.file("truncated.safetensors")
-        FileManager.default.createFile(atPath: truncated, contents: Data([0x10, 0, 0, 0, 0, 0, 0, 0, 0x7B]))
+        try Data([0x10, 0, 0, 0, 0, 0, 0, 0, 0x7B]).write(to: URL(fileURLWithPath: truncated))
         let second = run(["inspect", truncated])
         #expect(second.code == 2)
         #expect(second.errors == "shrink inspect: error: \(truncated): truncated: the header needs 24 bytes but the file has 9")

@@ -14,7 +14,7 @@ import ShrinkTestSupport
 
     func file(bytes: [UInt8]) -> String {
         let path = folder.file("bad-\(UUID().uuidString).safetensors")
-        FileManager.default.createFile(atPath: path, contents: Data(bytes))
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
         return path
     }
 

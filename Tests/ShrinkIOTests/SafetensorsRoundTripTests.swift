@@ -71,7 +71,7 @@ import ShrinkTestSupport
         header += String(repeating: " ", count: (8 - header.utf8.count % 8) % 8)
         var bytes = withUnsafeBytes(of: UInt64(header.utf8.count).littleEndian) { Array($0) }
         bytes += Array(header.utf8)
-        FileManager.default.createFile(atPath: path, contents: Data(bytes))
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         try handle.truncate(atOffset: UInt64(bytes.count + count * 4))
         try handle.close()
