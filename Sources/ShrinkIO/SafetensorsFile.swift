@@ -90,104 +90,183 @@ public struct SafetensorsFile: Sendable {
 }
 
 /// Parsing and validation of the JSON header of a safetensors file.
+///
+/// The header is read token by token against its schema rather than into a JSON tree, so memory
+/// grows with the entries kept (names, shapes of at most `maximumRank` dimensions), never with
+/// declared sizes or with values the schema does not allow.
 enum SafetensorsHeader {
     struct Parsed {
         var entries: [SafetensorsEntry]
         var metadata: [String: String]
     }
 
-    static let entryKeys: Set<String> = ["dtype", "shape", "data_offsets"]
+    /// The most dimensions a tensor may have (NumPy's limit).
+    static let maximumRank = 64
+    static let fileOffset = 8
+
+    /// Reads the header against the schema; `fail` turns a token-level error into a file error.
+    struct Reader {
+        var scanner: JSONScanner
+        let path: String
+        let dataSize: Int
+
+        func notJSON(_ error: JSONParseError) -> ShrinkIOError {
+            .headerNotJSON(path: path, byteOffset: SafetensorsHeader.fileOffset + error.offset, reason: error.message)
+        }
+
+        mutating func token<T>(_ body: (inout JSONScanner) throws(JSONParseError) -> T) throws(ShrinkIOError) -> T {
+            do { return try body(&scanner) } catch { throw notJSON(error) }
+        }
+
+        /// Reads `{ "key": value, ... }`, calling `member` with each key; the scanner is left at
+        /// the value, which `member` must read.
+        mutating func object(duplicate: (String) -> ShrinkIOError,
+                             member: (inout Reader, String) throws(ShrinkIOError) -> Void) throws(ShrinkIOError) {
+            try token { (s) throws(JSONParseError) in try s.expect(UInt8(ascii: "{"), "'{'") }
+            if try token({ s in s.consume(UInt8(ascii: "}")) }) { return }
+            var seen = Set<String>()
+            while true {
+                let key = try token { (s) throws(JSONParseError) -> String in
+                    s.skipWhitespace()
+                    guard s.current == UInt8(ascii: "\"") else { throw s.error("expected a string key") }
+                    return try s.readString()
+                }
+                guard seen.insert(key).inserted else { throw duplicate(key) }
+                try token { (s) throws(JSONParseError) in try s.expect(UInt8(ascii: ":"), "':' after key"); s.skipWhitespace() }
+                try member(&self, key)
+                if try token({ s in s.consume(UInt8(ascii: ",")) }) { continue }
+                try token { (s) throws(JSONParseError) in try s.expect(UInt8(ascii: "}"), "',' or '}' in object") }
+                return
+            }
+        }
+
+        /// Reads `[ n, ... ]` of numbers, passing each number's text; other values are an error.
+        mutating func numbers(onOther: (String) -> ShrinkIOError, each: (String) throws(ShrinkIOError) -> Void) throws(ShrinkIOError) {
+            try token { (s) throws(JSONParseError) in try s.expect(UInt8(ascii: "["), "'['") }
+            if try token({ s in s.consume(UInt8(ascii: "]")) }) { return }
+            while true {
+                let kind = try upcomingKind()
+                guard kind == "number" else { throw onOther(kind) }
+                try each(try token { (s) throws(JSONParseError) in try s.readNumber() })
+                if try token({ s in s.consume(UInt8(ascii: ",")) }) { continue }
+                try token { (s) throws(JSONParseError) in try s.expect(UInt8(ascii: "]"), "',' or ']' in array") }
+                return
+            }
+        }
+
+        /// The kind of the value at the scanner, or the JSON error when no value starts there.
+        mutating func upcomingKind() throws(ShrinkIOError) -> String {
+            scanner.skipWhitespace()
+            guard let kind = scanner.upcomingKind else {
+                let found = scanner.current.map { "unexpected character '\(Unicode.Scalar($0))'" } ?? "unexpected end of JSON"
+                throw notJSON(scanner.error(found))
+            }
+            return kind
+        }
+
+        /// Reads a string value, or throws `onOther` with the kind of value found instead.
+        mutating func string(onOther: (String) -> ShrinkIOError) throws(ShrinkIOError) -> String {
+            let kind = try upcomingKind()
+            guard kind == "string" else { throw onOther(kind) }
+            return try token { (s) throws(JSONParseError) in try s.readString() }
+        }
+    }
 
     static func parse(_ header: UnsafeRawBufferPointer, path: String, dataSize: Int) throws(ShrinkIOError) -> Parsed {
-        let fileOffset = 8
         if let invalid = firstInvalidUTF8Offset(header) {
             throw .headerNotUTF8(path: path, byteOffset: fileOffset + invalid)
         }
         guard header.first == UInt8(ascii: "{") else {
             throw .headerNotJSON(path: path, byteOffset: fileOffset, reason: "the header must start with '{'")
         }
-        let root: JSONValue
-        do {
-            root = try JSONValue.parse(header)
-        } catch {
-            if let key = error.duplicateKey { throw .duplicateTensor(path: path, tensor: key) }
-            throw .headerNotJSON(path: path, byteOffset: fileOffset + error.offset, reason: error.message)
-        }
-        guard let pairs = root.objectValue else { throw .invalidHeader(path: path, reason: "not a JSON object") }
+        var reader = Reader(scanner: JSONScanner(bytes: header), path: path, dataSize: dataSize)
         var entries: [SafetensorsEntry] = []
         var metadata: [String: String] = [:]
-        for (name, value) in pairs {
+        try reader.object(duplicate: { .duplicateTensor(path: path, tensor: $0) }) { (reader, name) throws(ShrinkIOError) in
             if name == "__metadata__" {
-                metadata = try parseMetadata(value, path: path)
+                metadata = try parseMetadata(&reader)
             } else {
-                entries.append(try parseEntry(name: name, value: value, path: path, dataSize: dataSize))
+                entries.append(try parseEntry(&reader, name: name))
             }
+        }
+        reader.scanner.skipWhitespace()
+        guard reader.scanner.current == nil else {
+            throw reader.notJSON(reader.scanner.error("unexpected data after the JSON value"))
         }
         try checkLayout(entries, path: path, dataSize: dataSize)
         return Parsed(entries: entries, metadata: metadata)
     }
 
-    static func parseMetadata(_ value: JSONValue, path: String) throws(ShrinkIOError) -> [String: String] {
-        guard let pairs = value.objectValue else {
-            throw .invalidMetadata(path: path, key: "__metadata__", reason: "expected an object, found \(value.kindName)")
+    static func parseMetadata(_ reader: inout Reader) throws(ShrinkIOError) -> [String: String] {
+        let path = reader.path
+        let kind = try reader.upcomingKind()
+        guard kind == "object" else {
+            throw .invalidMetadata(path: path, key: "__metadata__", reason: "expected an object, found \(kind)")
         }
         var metadata: [String: String] = [:]
-        for (key, item) in pairs {
-            guard let text = item.stringValue else {
-                throw .invalidMetadata(path: path, key: key, reason: "expected a string, found \(item.kindName)")
-            }
-            metadata[key] = text
+        try reader.object(duplicate: { .invalidMetadata(path: path, key: $0, reason: "appears more than once") }) {
+            (reader, key) throws(ShrinkIOError) in
+            metadata[key] = try reader.string { .invalidMetadata(path: path, key: key, reason: "expected a string, found \($0)") }
         }
         return metadata
     }
 
-    static func parseEntry(name: String, value: JSONValue, path: String, dataSize: Int) throws(ShrinkIOError) -> SafetensorsEntry {
-        guard let pairs = value.objectValue else {
-            throw .invalidEntry(path: path, tensor: name, reason: "expected an object, found \(value.kindName)")
+    static func parseEntry(_ reader: inout Reader, name: String) throws(ShrinkIOError) -> SafetensorsEntry {
+        let path = reader.path, dataSize = reader.dataSize
+        let kind = try reader.upcomingKind()
+        guard kind == "object" else {
+            throw .invalidEntry(path: path, tensor: name, reason: "expected an object, found \(kind)")
         }
-        if let unknown = pairs.first(where: { !entryKeys.contains($0.key) }) {
-            throw .invalidEntry(path: path, tensor: name, reason: "unknown key '\(unknown.key)' (expected dtype, shape, data_offsets)")
-        }
-        func field(_ key: String) throws(ShrinkIOError) -> JSONValue {
-            guard let found = pairs.first(where: { $0.key == key }) else {
-                throw .invalidEntry(path: path, tensor: name, reason: "missing key '\(key)'")
+        var dtypeName: String?
+        var shape: [Int]?
+        var bounds: [UInt64]?
+        try reader.object(duplicate: { .invalidEntry(path: path, tensor: name, reason: "key '\($0)' appears more than once") }) {
+            (reader, key) throws(ShrinkIOError) in
+            switch key {
+            case "dtype":
+                dtypeName = try reader.string { .invalidEntry(path: path, tensor: name, reason: "dtype must be a string, found \($0)") }
+            case "shape":
+                let kind = try reader.upcomingKind()
+                guard kind == "array" else {
+                    throw .invalidShape(path: path, tensor: name, reason: "expected an array, found \(kind)")
+                }
+                var dimensions: [Int] = []
+                try reader.numbers(onOther: { .invalidShape(path: path, tensor: name, reason: "dimension \(dimensions.count) is not a number (found \($0))") }) {
+                    (text) throws(ShrinkIOError) in
+                    guard dimensions.count < maximumRank else {
+                        throw .invalidShape(path: path, tensor: name, reason: "more than \(maximumRank) dimensions")
+                    }
+                    guard let size = Int(text), size >= 0 else {
+                        throw .invalidShape(path: path, tensor: name, reason: "dimension \(dimensions.count) is \(text), expected a non-negative integer")
+                    }
+                    dimensions.append(size)
+                }
+                shape = dimensions
+            case "data_offsets":
+                let malformed = ShrinkIOError.invalidEntry(path: path, tensor: name, reason: "data_offsets must be an array of two integers")
+                guard try reader.upcomingKind() == "array" else { throw malformed }
+                var values: [UInt64] = []
+                try reader.numbers(onOther: { _ in malformed }) { (text) throws(ShrinkIOError) in
+                    guard let bound = UInt64(text) else {
+                        throw .invalidEntry(path: path, tensor: name, reason: "data_offsets must be non-negative integers, found \(text)")
+                    }
+                    guard values.count < 2 else { throw malformed }
+                    values.append(bound)
+                }
+                guard values.count == 2 else { throw malformed }
+                bounds = values
+            default:
+                throw .invalidEntry(path: path, tensor: name, reason: "unknown key '\(key)' (expected dtype, shape, data_offsets)")
             }
-            return found.value
         }
-        let dtypeValue = try field("dtype")
-        guard let dtypeName = dtypeValue.stringValue else {
-            throw .invalidEntry(path: path, tensor: name, reason: "dtype must be a string, found \(dtypeValue.kindName)")
-        }
+        guard let dtypeName else { throw .invalidEntry(path: path, tensor: name, reason: "missing key 'dtype'") }
+        guard let shape else { throw .invalidEntry(path: path, tensor: name, reason: "missing key 'shape'") }
+        guard let bounds else { throw .invalidEntry(path: path, tensor: name, reason: "missing key 'data_offsets'") }
         guard let dtype = DType(rawValue: dtypeName) else {
             throw .unknownDType(path: path, tensor: name, dtype: dtypeName)
         }
-        let shapeValue = try field("shape")
-        guard let dimensions = shapeValue.arrayValue else {
-            throw .invalidShape(path: path, tensor: name, reason: "expected an array, found \(shapeValue.kindName)")
-        }
-        var shape: [Int] = []
-        for (axis, dimension) in dimensions.enumerated() {
-            guard case .number(let text) = dimension else {
-                throw .invalidShape(path: path, tensor: name, reason: "dimension \(axis) is a \(dimension.kindName)")
-            }
-            guard let size = Int(text), size >= 0 else {
-                throw .invalidShape(path: path, tensor: name, reason: "dimension \(axis) is \(text), expected a non-negative integer")
-            }
-            shape.append(size)
-        }
         guard let expectedBytes = Shape.byteCount(shape, dtype: dtype) else {
             throw .invalidShape(path: path, tensor: name, reason: "\(Shape.describe(shape)) of \(dtype.rawValue) overflows")
-        }
-        let offsetsValue = try field("data_offsets")
-        guard let offsets = offsetsValue.arrayValue, offsets.count == 2 else {
-            throw .invalidEntry(path: path, tensor: name, reason: "data_offsets must be an array of two integers")
-        }
-        var bounds: [UInt64] = []
-        for offset in offsets {
-            guard case .number(let text) = offset, let bound = UInt64(text) else {
-                throw .invalidEntry(path: path, tensor: name, reason: "data_offsets must be non-negative integers, found \(offset.serialized())")
-            }
-            bounds.append(bound)
         }
         let (begin, end) = (bounds[0], bounds[1])
         guard begin <= end, end <= UInt64(dataSize) else {

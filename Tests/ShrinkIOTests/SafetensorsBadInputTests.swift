@@ -85,6 +85,22 @@ import ShrinkTestSupport
         }
     }
 
+    @Test func tooManyDimensions() {
+        let shape = "[" + Array(repeating: "1", count: 65).joined(separator: ",") + "]"
+        expectError(file(header: #"{"w":{"dtype":"U8","shape":\#(shape),"data_offsets":[0,1]}}"#, data: [1])) {
+            .invalidShape(path: $0, tensor: "w", reason: "more than 64 dimensions")
+        }
+    }
+
+    /// Values the schema does not allow are rejected when first seen, not parsed (a deeply nested
+    /// value would otherwise cost memory and stack).
+    @Test func unexpectedValuesAreRejectedBeforeBeingRead() {
+        let deep = String(repeating: "[", count: 100_000)
+        expectError(file(header: #"{"w":{"dtype":\#(deep)}}"#)) { .invalidEntry(path: $0, tensor: "w", reason: "dtype must be a string, found array") }
+        expectError(file(header: #"{"w":{"shape":[\#(deep)]}}"#)) { .invalidShape(path: $0, tensor: "w", reason: "dimension 0 is not a number (found array)") }
+        expectError(file(header: #"{"__metadata__":\#(deep)}"#)) { .invalidMetadata(path: $0, key: "__metadata__", reason: "expected an object, found array") }
+    }
+
     @Test func offsetsOutOfBounds() {
         expectError(file(header: #"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#, data: [0, 0, 0, 0])) {
             .offsetsOutOfBounds(path: $0, tensor: "w", begin: 0, end: 8, dataSize: 4)
