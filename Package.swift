@@ -16,8 +16,9 @@ let package = Package(
         .target(name: "ShrinkCore"),
         .target(name: "ShrinkIO", dependencies: ["ShrinkCore"]),
         .target(name: "ShrinkKernels", dependencies: ["ShrinkCore", "CBLAS"], swiftSettings: kernelSettings),
+        .target(name: "ShrinkCompression", dependencies: ["ShrinkCore"], swiftSettings: kernelSettings),
         .target(name: "ShrinkModels", dependencies: ["ShrinkCore", "ShrinkIO"]),
-        .target(name: "Shrink", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkKernels", "ShrinkModels"]),
+        .target(name: "Shrink", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkKernels", "ShrinkCompression", "ShrinkModels"]),
         .target(name: "ShrinkCLI", dependencies: ["Shrink"]),
         .executableTarget(name: "shrink", dependencies: ["ShrinkCLI"]),
         .executableTarget(
@@ -27,6 +28,7 @@ let package = Package(
         .testTarget(name: "ShrinkCoreTests", dependencies: ["ShrinkCore", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkIOTests", dependencies: ["ShrinkIO", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkKernelsTests", dependencies: ["ShrinkKernels", "ShrinkTestSupport"]),
+        .testTarget(name: "ShrinkCompressionTests", dependencies: ["ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkModelsTests", dependencies: ["ShrinkModels"]),
         .testTarget(name: "ShrinkCLITests", dependencies: ["ShrinkCLI", "Shrink", "ShrinkIO", "ShrinkTestSupport"]),
     ]

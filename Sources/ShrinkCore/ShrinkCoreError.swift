@@ -8,6 +8,8 @@ public enum ShrinkCoreError: Error, Equatable, CustomStringConvertible {
     case elementCountMismatch(shape: [Int], expected: Int, actual: Int)
     /// A file could not be opened or mapped; `reason` is the system's message.
     case cannotMap(path: String, reason: String)
+    /// An encoded tensor's parts do not match its encoding.
+    case invalidEncodedTensor(name: String, reason: String)
 
     public var description: String {
         switch self {
@@ -19,6 +21,8 @@ public enum ShrinkCoreError: Error, Equatable, CustomStringConvertible {
             "shape \(Shape.describe(shape)) needs \(expected) values, got \(actual)"
         case .cannotMap(let path, let reason):
             "\(path): cannot open: \(reason)"
+        case .invalidEncodedTensor(let name, let reason):
+            "tensor '\(name)': \(reason)"
         }
     }
 }

@@ -1,0 +1,97 @@
+import ShrinkCore
+
+/// Linear quantization of weights: per group, `w ≈ scale · (q − zeroPoint)` with integer `q` (see
+/// `AffineEncoding` for the stored layout).
+///
+/// Symmetric: `scale = r · max|w| / (2^(bits−1) − 1)`, `q = clamp(round(w / scale), −2^(bits−1),
+/// 2^(bits−1) − 1)`. Affine: the range `[min, max]` (shrunk by `r` around its centre) maps to the
+/// `2^bits` codes with an integer zero point. `r = 1` unless `clipSearch` tries `r ∈ {1, 0.98, …,
+/// 0.5}` per group and keeps the one with the least (importance-weighted) squared error. Scales are
+/// rounded to their stored dtype before codes are chosen. A group of zeros gets scale 0; a constant
+/// group is stored exactly.
+enum LinearQuantizer {
+    static let clipRatios: [Float] = (0...25).map { 1 - Float($0) * 0.02 }
+
+    struct GroupParameters {
+        var scale: Float
+        var zeroPoint: Int
+    }
+
+    /// Encodes `values` (the encoded elements; element `k` sits at flat index `positions[k]`, or `k`).
+    static func encode(_ values: [Float], positions: [Int]?, shape: [Int], config: QuantizationConfig,
+                       importance: [Float]?, tensor: String) throws(CompressionError) -> (layout: AffineEncoding, parts: [String: DenseTensor]) {
+        let layout = AffineEncoding(bits: config.bits, signed: config.signed, symmetric: config.symmetric,
+                                    granularity: config.granularity, scaleDType: config.scaleDType)
+        let groupCount = EncodingLayout.groupCount(config.granularity, shape: shape)
+        let groups = ElementGroups(count: values.count, groupCount: groupCount) { k in
+            EncodingLayout.group(of: positions?[k] ?? k, config.granularity, shape: shape)
+        }
+        let qMin = config.signed ? -(1 << (config.bits - 1)) : 0
+        let qMax = config.signed ? (1 << (config.bits - 1)) - 1 : (1 << config.bits) - 1
+        var parameters = [GroupParameters](repeating: GroupParameters(scale: 0, zeroPoint: 0), count: groupCount)
+        var codes = [UInt8](repeating: 0, count: values.count)
+        for group in 0..<groupCount {
+            let members = groups.members(of: group)
+            guard !members.isEmpty else { continue }
+            var best: (error: Double, parameters: GroupParameters)?
+            for ratio in config.clipSearch ? clipRatios : [1] {
+                let candidate = parametersFor(members.map { values[$0] }, ratio: ratio, layout: layout, qMin: qMin, qMax: qMax)
+                var error = 0.0
+                for k in members {
+                    let q = quantize(values[k], candidate, layout: layout, qMin: qMin, qMax: qMax)
+                    let delta = Double(values[k] - candidate.scale * Float(q - effectiveZeroPoint(candidate, layout)))
+                    error += delta * delta * Double(importance?[k] ?? 1)
+                }
+                if best == nil || error < best!.error { best = (error, candidate) }
+            }
+            guard best!.parameters.scale.isFinite else {
+                throw .invalidWeight(tensor: tensor, reason: "a quantization scale overflows \(config.scaleDType.rawValue); use \"scale_dtype\": \"f32\"")
+            }
+            parameters[group] = best!.parameters
+            for k in members {
+                let q = quantize(values[k], best!.parameters, layout: layout, qMin: qMin, qMax: qMax)
+                codes[k] = UInt8(q + layout.codeOffset)
+            }
+        }
+        var parts: [String: DenseTensor] = [
+            "codes": try! DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: values.count, bits: config.bits)],
+                                      bytes: PackedBits.pack(codes, bits: config.bits)),
+            "scales": try! DenseTensor(converting: parameters.map(\.scale), to: config.scaleDType, shape: [groupCount]),
+        ]
+        if !config.symmetric {
+            let bytes = parameters.map { UInt8(truncatingIfNeeded: $0.zeroPoint) }
+            parts["zero_points"] = try! DenseTensor(dtype: config.signed ? .i8 : .u8, shape: [groupCount], bytes: bytes)
+        }
+        return (layout, parts)
+    }
+
+    static func effectiveZeroPoint(_ parameters: GroupParameters, _ layout: AffineEncoding) -> Int {
+        layout.symmetric ? layout.implicitZeroPoint : parameters.zeroPoint
+    }
+
+    static func parametersFor(_ values: [Float], ratio: Float, layout: AffineEncoding, qMin: Int, qMax: Int) -> GroupParameters {
+        if layout.symmetric {
+            let maximum = values.reduce(0) { max($0, abs($1)) } * ratio
+            let positiveLevels = Float((1 << (layout.bits - 1)) - 1)
+            return GroupParameters(scale: StoredPrecision.round(maximum / positiveLevels, to: layout.scaleDType), zeroPoint: 0)
+        }
+        let low = values.min()!, high = values.max()!
+        let centre = (low + high) / 2, half = (high - low) / 2 * ratio
+        guard half > 0 else {
+            // A constant group c is exact as scale |c| and q − zeroPoint = ±1 (scale 0 when c = 0).
+            return GroupParameters(scale: StoredPrecision.round(abs(centre), to: layout.scaleDType),
+                                   zeroPoint: centre > 0 ? qMin : qMin + 1)
+        }
+        let scale = StoredPrecision.round(2 * half / Float(qMax - qMin), to: layout.scaleDType)
+        guard scale > 0 else { return GroupParameters(scale: 0, zeroPoint: qMin) }
+        let zeroPoint = min(max(Int(((Float(qMin) - (centre - half) / scale)).rounded()), qMin), qMax)
+        return GroupParameters(scale: scale, zeroPoint: zeroPoint)
+    }
+
+    @inline(__always)
+    static func quantize(_ value: Float, _ parameters: GroupParameters, layout: AffineEncoding, qMin: Int, qMax: Int) -> Int {
+        guard parameters.scale > 0 else { return min(max(effectiveZeroPoint(parameters, layout), qMin), qMax) }
+        let q = Int((value / parameters.scale).rounded()) + effectiveZeroPoint(parameters, layout)
+        return min(max(q, qMin), qMax)
+    }
+}

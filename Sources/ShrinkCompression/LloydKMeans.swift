@@ -1,0 +1,75 @@
+import ShrinkCore
+
+/// Lloyd's k-means with k-means++ seeding (Arthur & Vassilvitskii 2007) on points of `dimension`
+/// coordinates: the vector-palette clustering, and the baseline the optimal 1-D clustering is
+/// compared against. Deterministic for a given seed.
+public enum LloydKMeans {
+    /// A clustering: `k × dimension` centroids and the total weighted squared error.
+    public struct Result: Sendable {
+        public let centroids: [Float]
+        public let squaredError: Double
+    }
+
+    /// Clusters `points` (`count × dimension`, row-major) with optional per-point importance.
+    public static func cluster(_ points: [Float], dimension: Int, importance: [Float]? = nil, k: Int,
+                               seed: UInt64 = 0, maximumIterations: Int = 100) -> Result {
+        let count = points.count / dimension
+        precondition(count > 0 && k >= 1)
+        var generator = SplitMix64(seed: seed)
+        func weight(_ index: Int) -> Double { importance.map { Double($0[index]) } ?? 1 }
+        func distance(_ index: Int, _ centroids: [Float], _ c: Int) -> Float {
+            var sum: Float = 0
+            for d in 0..<dimension {
+                let delta = points[index * dimension + d] - centroids[c * dimension + d]
+                sum += delta * delta
+            }
+            return sum
+        }
+        // k-means++: each next centroid drawn with probability proportional to weighted squared distance.
+        var centroids = Array(points[(Int.random(in: 0..<count, using: &generator) * dimension)...].prefix(dimension))
+        var nearest = (0..<count).map { distance($0, centroids, 0) }
+        let clusters = min(k, count)
+        for c in 1..<max(clusters, 1) {
+            let total = (0..<count).reduce(0.0) { $0 + Double(nearest[$1]) * weight($1) }
+            var chosen = Int.random(in: 0..<count, using: &generator)
+            if total > 0 {
+                var target = Double.random(in: 0..<total, using: &generator)
+                for index in 0..<count {
+                    target -= Double(nearest[index]) * weight(index)
+                    if target < 0 { chosen = index; break }
+                }
+            }
+            centroids += points[(chosen * dimension)..<((chosen + 1) * dimension)]
+            for index in 0..<count { nearest[index] = min(nearest[index], distance(index, centroids, c)) }
+        }
+        var assignment = [Int](repeating: -1, count: count)
+        var error = Double.infinity
+        for _ in 0..<maximumIterations {
+            var changed = false
+            var newError = 0.0
+            for index in 0..<count {
+                var best = 0
+                var bestDistance = Float.infinity
+                for c in 0..<clusters {
+                    let value = distance(index, centroids, c)
+                    if value < bestDistance { bestDistance = value; best = c }
+                }
+                if assignment[index] != best { assignment[index] = best; changed = true }
+                newError += Double(bestDistance) * weight(index)
+            }
+            error = newError
+            if !changed { break }
+            var sums = [Double](repeating: 0, count: clusters * dimension)
+            var weights = [Double](repeating: 0, count: clusters)
+            for index in 0..<count {
+                let c = assignment[index], w = weight(index)
+                weights[c] += w
+                for d in 0..<dimension { sums[c * dimension + d] += Double(points[index * dimension + d]) * w }
+            }
+            for c in 0..<clusters where weights[c] > 0 {
+                for d in 0..<dimension { centroids[c * dimension + d] = Float(sums[c * dimension + d] / weights[c]) }
+            }
+        }
+        return Result(centroids: centroids, squaredError: error)
+    }
+}

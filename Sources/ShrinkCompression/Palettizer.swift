@@ -1,0 +1,177 @@
+import Dispatch
+import Foundation
+import ShrinkCore
+
+/// The first error raised by any of several concurrent tasks.
+final class FirstFailure: @unchecked Sendable {
+    private let lock = NSLock()
+    private var first: CompressionError?
+
+    func record(_ error: CompressionError) { lock.withLock { if first == nil { first = error } } }
+    var error: CompressionError? { lock.withLock { first } }
+}
+
+/// Palettization: per LUT group, a table of `2^bits` entries (scalars or vectors of `clusterDim`
+/// consecutive elements along the last axis) and one index per element (or vector).
+///
+/// With `perChannelScale`, each channel (index along the grouping axis) is first divided by its
+/// largest magnitude, the LUT is built over the normalised values and the scales are stored.
+/// LUT entries are rounded to the LUT dtype before indices are assigned (each index is the nearest
+/// stored entry); an `int8` LUT uses one scale per LUT (`max|entry| / 127`). Groups are clustered in
+/// parallel over `threads` threads; the result does not depend on the thread count.
+enum Palettizer {
+    static func encode(_ values: [Float], positions: [Int]?, shape: [Int], config: PalettizationConfig,
+                       importance: [Float]?, tensor: String, threads: Int) throws(CompressionError) -> (layout: PaletteEncoding, parts: [String: DenseTensor]) {
+        let layout = PaletteEncoding(bits: config.bits, granularity: config.granularity, vectorSize: config.clusterDim,
+                                     lutDType: config.lutDType, perChannelScale: config.perChannelScale)
+        let axis = layout.channelAxis
+        let d = config.clusterDim
+        let entries = layout.entries
+        func position(_ k: Int) -> Int { positions?[k] ?? k }
+
+        var normalized = values
+        var channelScales: [Float]?
+        if config.perChannelScale {
+            var scales = [Float](repeating: 0, count: shape[axis])
+            for k in values.indices {
+                let channel = EncodingLayout.coordinate(position(k), axis: axis, shape: shape)
+                scales[channel] = max(scales[channel], abs(values[k]))
+            }
+            for k in values.indices {
+                let scale = scales[EncodingLayout.coordinate(position(k), axis: axis, shape: shape)]
+                normalized[k] = scale > 0 ? values[k] / scale : 0
+            }
+            channelScales = scales
+        }
+
+        let points = normalized
+        let vectorCount = values.count / d
+        let groupCount = EncodingLayout.groupCount(config.granularity, shape: shape)
+        let groups = ElementGroups(count: vectorCount, groupCount: groupCount) { vector in
+            EncodingLayout.group(of: position(vector * d), config.granularity, shape: shape)
+        }
+        var luts = [Float](repeating: 0, count: groupCount * entries * d)
+        var lutScales = [Float](repeating: 1, count: groupCount)
+        var indices = [UInt8](repeating: 0, count: vectorCount)
+        let failure = FirstFailure()
+        let chunk = max(1, (groupCount + threads * 4 - 1) / (threads * 4))
+        luts.withUnsafeMutableBufferPointer { lutBuffer in
+            indices.withUnsafeMutableBufferPointer { indexBuffer in
+                lutScales.withUnsafeMutableBufferPointer { scaleBuffer in
+                    nonisolated(unsafe) let lutOut = lutBuffer, indexOut = indexBuffer, scaleOut = scaleBuffer
+                    DispatchQueue.concurrentPerform(iterations: (groupCount + chunk - 1) / chunk) { task in
+                        for group in (task * chunk)..<min(groupCount, (task + 1) * chunk) {
+                            let members = groups.members(of: group)
+                            guard !members.isEmpty else { continue }
+                            var groupPoints = [Float](); groupPoints.reserveCapacity(members.count * d)
+                            var weights: [Float]? = importance == nil ? nil : []
+                            for vector in members {
+                                for lane in 0..<d { groupPoints.append(points[vector * d + lane]) }
+                                if let importance {
+                                    weights!.append((0..<d).reduce(0) { $0 + importance[vector * d + $1] })
+                                }
+                            }
+                            do throws(CompressionError) {
+                                var lut = try table(groupPoints, weights: weights, config: config, tensor: tensor)
+                                let scale = roundToStorage(&lut, dtype: config.lutDType)
+                                guard lut.allSatisfy({ $0.isFinite }) else {
+                                    throw CompressionError.invalidWeight(
+                                        tensor: tensor, reason: "a LUT entry overflows \(config.lutDType.rawValue); use \"lut_dtype\": \"f32\"")
+                                }
+                                let assignment = assign(groupPoints, lut: lut, dimension: d)
+                                for (slot, vector) in members.enumerated() { indexOut[vector] = assignment[slot] }
+                                for entry in 0..<(entries * d) { lutOut[group * entries * d + entry] = lut[entry] / scale }
+                                scaleOut[group] = scale
+                            } catch {
+                                failure.record(error)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if let error = failure.error { throw error }
+        var parts: [String: DenseTensor] = [
+            "indices": try! DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: vectorCount, bits: config.bits)],
+                                        bytes: PackedBits.pack(indices, bits: config.bits)),
+        ]
+        let lutShape = [groupCount, entries, d]
+        if config.lutDType == .i8 {
+            parts["lut"] = try! DenseTensor(dtype: .i8, shape: lutShape, bytes: luts.map { UInt8(bitPattern: Int8($0)) })
+            parts["lut_scales"] = try! DenseTensor(converting: lutScales, shape: [groupCount])
+        } else {
+            parts["lut"] = try! DenseTensor(converting: luts, to: config.lutDType, shape: lutShape)
+        }
+        if let channelScales { parts["channel_scales"] = try! DenseTensor(converting: channelScales, shape: [channelScales.count]) }
+        return (layout, parts)
+    }
+
+    /// The LUT (`2^bits × d` values, padded by repeating the last entry) for one group's points.
+    static func table(_ points: [Float], weights: [Float]?, config: PalettizationConfig, tensor: String) throws(CompressionError) -> [Float] {
+        let entries = 1 << config.bits, d = config.clusterDim
+        var lut: [Float]
+        switch config.mode {
+        case .kmeans:
+            if d == 1 {
+                lut = OptimalKMeans1D.cluster(points, importance: weights, k: entries).centroids
+            } else {
+                lut = LloydKMeans.cluster(points, dimension: d, importance: weights, k: entries).centroids
+            }
+        case .uniform:
+            let low = points.min()!, high = points.max()!
+            lut = (0..<entries).map { low + (high - low) * Float($0) / Float(max(entries - 1, 1)) }
+        case .unique:
+            lut = Array(Set(points)).sorted()
+            guard lut.count <= entries else {
+                throw .invalidWeight(tensor: tensor, reason: "has \(lut.count) distinct values in a LUT group; unique palettization with \(config.bits) bits allows \(entries)")
+            }
+        case .custom(let given):
+            lut = given
+        }
+        while lut.count < entries * d { lut += lut.suffix(d) }
+        return lut
+    }
+
+    /// Rounds LUT entries to what `dtype` stores; returns the scale an int8 LUT divides by (else 1).
+    static func roundToStorage(_ lut: inout [Float], dtype: DType) -> Float {
+        guard dtype == .i8 else {
+            lut = lut.map { StoredPrecision.round($0, to: dtype) }
+            return 1
+        }
+        let maximum = lut.reduce(0) { max($0, abs($1)) }
+        let scale = maximum > 0 ? maximum / 127 : 1
+        lut = lut.map { (($0 / scale).rounded()) * scale }
+        return scale
+    }
+
+    /// The nearest LUT entry of each point (ties go to the lower index).
+    static func assign(_ points: [Float], lut: [Float], dimension d: Int) -> [UInt8] {
+        let entries = lut.count / d
+        if d == 1 {
+            let order = lut.indices.sorted { (lut[$0], $0) < (lut[$1], $1) }
+            let sorted = order.map { lut[$0] }
+            return points.map { value in
+                var low = 0, high = entries - 1
+                while low < high {
+                    let middle = (low + high) / 2
+                    if sorted[middle] < value { low = middle + 1 } else { high = middle }
+                }
+                if low > 0, value - sorted[low - 1] <= sorted[low] - value { low -= 1 }
+                return UInt8(order[low])
+            }
+        }
+        return (0..<(points.count / d)).map { vector in
+            var best = 0
+            var bestDistance = Float.infinity
+            for entry in 0..<entries {
+                var distance: Float = 0
+                for lane in 0..<d {
+                    let delta = points[vector * d + lane] - lut[entry * d + lane]
+                    distance += delta * delta
+                }
+                if distance < bestDistance { bestDistance = distance; best = entry }
+            }
+            return UInt8(best)
+        }
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import ShrinkCore
+
+/// A compression recipe: per layer, how weights are compressed.
+///
+/// JSON (documented in `recipes/README.md`):
+/// ```json
+/// {
+///   "global": { "palettize": { "bits": 4 } },
+///   "op_type": { "embedding": null, "linear": { "quantize": { "bits": 8 } } },
+///   "op_name": { "encoder\\.layer\\.0\\..*": { "quantize": { "bits": 8 } }, "pooler.dense": null },
+///   "weight_threshold": 2048
+/// }
+/// ```
+/// Precedence: the first `op_name` entry (in file order) whose key equals the tensor's name or op
+/// name, or matches either as a whole regular expression, then `op_type`, then `global`. `null`
+/// leaves the tensor alone. Tensors with fewer elements than `weight_threshold` are left alone.
+public struct Recipe: Sendable {
+    /// The file the recipe was read from (for error messages).
+    public let file: String
+    public let global: OpCompressionConfig?
+    public let opType: [(opType: OpType, config: OpCompressionConfig?)]
+    public let opName: [(pattern: String, config: OpCompressionConfig?)]
+    public let weightThreshold: Int
+    /// The recipe as compact JSON, recorded in compressed files.
+    public let canonicalJSON: String
+
+    /// The file name without folder and `.json`, e.g. `minilm-int8-channel`.
+    public var name: String { ((file as NSString).lastPathComponent as NSString).deletingPathExtension }
+
+    /// Reads and validates the recipe at `path`.
+    public static func load(path: String) throws(CompressionError) -> Recipe {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw .unreadableRecipe(file: path, reason: FileManager.default.fileExists(atPath: path) ? "cannot read the file" : "no such file")
+        }
+        return try parse(data, file: path)
+    }
+
+    /// Parses and validates recipe JSON; `file` names it in errors.
+    public static func parse(_ data: Data, file: String) throws(CompressionError) -> Recipe {
+        let root: JSONValue
+        do {
+            root = try data.withUnsafeBytes { bytes in Result { () throws(JSONParseError) in try JSONValue.parse(bytes) } }.get()
+        } catch {
+            throw .unreadableRecipe(file: file, reason: "invalid JSON: \(error)")
+        }
+        var reader = try ConfigReader(root, file: file, keyPath: "")
+        var global: OpCompressionConfig?
+        if let value = reader.value("global"), value != .null {
+            global = try OpCompressionConfig.decode(value, file: file, keyPath: "global")
+        }
+        var opTypes: [(opType: OpType, config: OpCompressionConfig?)] = []
+        if let value = reader.value("op_type") {
+            let types = try ConfigReader(value, file: file, keyPath: "op_type")
+            for (key, entry) in types.pairs {
+                guard let type = OpType(rawValue: key), [.linear, .embedding, .conv].contains(type) else {
+                    throw .invalidRecipe(file: file, keyPath: "op_type.\(key)", reason: "unknown op type (expected linear, embedding, conv)")
+                }
+                opTypes.append((type, entry == .null ? nil : try OpCompressionConfig.decode(entry, file: file, keyPath: "op_type.\(key)")))
+            }
+        }
+        var opNames: [(pattern: String, config: OpCompressionConfig?)] = []
+        if let value = reader.value("op_name") {
+            let names = try ConfigReader(value, file: file, keyPath: "op_name")
+            for (pattern, entry) in names.pairs {
+                let path = "op_name[\"\(pattern)\"]"
+                do { _ = try Regex(pattern) } catch {
+                    throw .invalidRecipe(file: file, keyPath: path, reason: "not a valid regular expression: \(error)")
+                }
+                opNames.append((pattern, entry == .null ? nil : try OpCompressionConfig.decode(entry, file: file, keyPath: path)))
+            }
+        }
+        let threshold = try reader.integer("weight_threshold", default: 0, range: 0...Int.max)
+        try reader.finish()
+        return Recipe(file: file, global: global, opType: opTypes, opName: opNames, weightThreshold: threshold,
+                      canonicalJSON: root.serialized())
+    }
+}
+
+/// What the plan does with one tensor.
+public enum PlanDecision: Sendable {
+    /// Compress with `config`; `rule` is the recipe key path that chose it.
+    case compress(OpCompressionConfig, rule: String)
+    /// Leave the tensor as it is, for `reason`.
+    case keep(reason: String)
+}
+
+/// A recipe resolved against a model: one decision per tensor, checked to fit every shape.
+public struct CompressionPlan: Sendable {
+    public let entries: [(tensor: TensorDescriptor, role: TensorRole, decision: PlanDecision)]
+
+    /// Resolves `recipe` for `tensors` (with their roles, same order).
+    /// - Throws: `CompressionError.recipeMismatch` for an `op_name` key that matches no tensor,
+    ///   or a config that does not fit a tensor's shape (naming the key path and the tensor).
+    public static func resolve(_ recipe: Recipe, tensors: [TensorDescriptor], roles: [TensorRole]) throws(CompressionError) -> CompressionPlan {
+        let regexes: [Regex<AnyRegexOutput>] = recipe.opName.map { try! Regex($0.pattern) }
+        var matched = Set<Int>()
+        var entries: [(tensor: TensorDescriptor, role: TensorRole, decision: PlanDecision)] = []
+        for (tensor, role) in zip(tensors, roles) {
+            var decision: PlanDecision
+            let nameRule = recipe.opName.indices.first { index in
+                let pattern = recipe.opName[index].pattern
+                return pattern == tensor.name || pattern == role.op
+                    || (try? regexes[index].wholeMatch(in: tensor.name)) != nil || (try? regexes[index].wholeMatch(in: role.op)) != nil
+            }
+            if let nameRule { matched.insert(nameRule) }
+            let compressible = tensor.dtype.isFloatingPoint && tensor.shape.count >= 2
+                && [.linear, .embedding, .conv].contains(role.opType)
+            if !compressible {
+                decision = .keep(reason: tensor.shape.count < 2 ? "\(tensor.shape.count)-D tensor" : "\(role.opType.rawValue) tensor")
+            } else if let nameRule {
+                let rule = "op_name[\"\(recipe.opName[nameRule].pattern)\"]"
+                decision = recipe.opName[nameRule].config.map { .compress($0, rule: rule) } ?? .keep(reason: "\(rule) is null")
+            } else if let typeRule = recipe.opType.first(where: { $0.opType == role.opType }) {
+                let rule = "op_type.\(typeRule.opType.rawValue)"
+                decision = typeRule.config.map { .compress($0, rule: rule) } ?? .keep(reason: "\(rule) is null")
+            } else if let global = recipe.global {
+                decision = .compress(global, rule: "global")
+            } else {
+                decision = .keep(reason: "no recipe entry")
+            }
+            let elements = tensor.shape.reduce(1, *)
+            if case .compress(let config, let rule) = decision {
+                if elements < recipe.weightThreshold {
+                    decision = .keep(reason: "\(elements) elements < weight_threshold \(recipe.weightThreshold)")
+                } else {
+                    try check(config, fits: tensor, file: recipe.file, rule: rule)
+                }
+            }
+            entries.append((tensor, role, decision))
+        }
+        if let unmatched = recipe.opName.indices.first(where: { !matched.contains($0) }) {
+            throw .recipeMismatch(file: recipe.file, keyPath: "op_name[\"\(recipe.opName[unmatched].pattern)\"]",
+                                  reason: "matches no tensor or op of the model")
+        }
+        return CompressionPlan(entries: entries)
+    }
+
+    /// Checks that axes, group sizes, blocks and n:m groups fit the tensor's shape.
+    static func check(_ config: OpCompressionConfig, fits tensor: TensorDescriptor, file: String, rule: String) throws(CompressionError) {
+        let shape = tensor.shape, last = shape.last ?? 1
+        func fail(_ key: String, _ reason: String) -> CompressionError {
+            .recipeMismatch(file: file, keyPath: rule + "." + key, reason: "tensor '\(tensor.name)' of shape \(Shape.describe(shape)): \(reason)")
+        }
+        switch config.prune {
+        case .nOfM(_, let m)? where last % m != 0:
+            throw fail("prune.m", "m = \(m) does not divide the input dimension \(last)")
+        case .block(let size, _)? where last % size != 0:
+            throw fail("prune.block_size", "\(size) does not divide the input dimension \(last)")
+        default: break
+        }
+        if let quantize = config.quantize, case .perChannel(let axis) = quantize.granularity, axis >= shape.count {
+            throw fail("quantize.axis", "axis \(axis) does not exist")
+        }
+        if let palettize = config.palettize {
+            if case .perGroupedChannel(let axis, let size) = palettize.granularity {
+                guard axis < shape.count else { throw fail("palettize.channel_axis", "axis \(axis) does not exist") }
+                guard shape[axis] % size == 0 else {
+                    throw fail("palettize.group_size", "\(size) does not divide the \(shape[axis]) channels of axis \(axis)")
+                }
+            }
+            if palettize.clusterDim > 1, last % palettize.clusterDim != 0 {
+                throw fail("palettize.cluster_dim", "\(palettize.clusterDim) does not divide the input dimension \(last)")
+            }
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import ShrinkCore
+
+/// The distinct values of a weight tensor in ascending order with their total importance, and
+/// prefix sums that give any range's weighted sum of squared deviations in O(1).
+///
+/// Values are centred on their weighted mean before the sums are taken, which keeps the range
+/// costs accurate in `Double` for tensors of millions of elements.
+struct SortedWeights {
+    /// Distinct values, ascending.
+    let values: [Float]
+    /// Total importance of each distinct value (its multiplicity when no importance is given).
+    let weights: [Double]
+    let center: Double
+    /// Prefix sums over distinct values: Σw, Σw·(x−center), Σw·(x−center)².
+    let sumWeight: [Double]
+    let sumFirst: [Double]
+    let sumSecond: [Double]
+
+    /// Sorts `values` (all finite) with optional per-element `importance` (non-negative).
+    init(_ input: [Float], importance: [Float]? = nil) {
+        let (sorted, payload) = RadixSort.sorted(input, payload: importance)
+        var values: [Float] = []
+        var weights: [Double] = []
+        values.reserveCapacity(sorted.count)
+        weights.reserveCapacity(sorted.count)
+        for (index, value) in sorted.enumerated() {
+            let weight = payload.map { Double($0[index]) } ?? 1
+            if let last = values.last, last == value {
+                weights[weights.count - 1] += weight
+            } else {
+                values.append(value)
+                weights.append(weight)
+            }
+        }
+        let total = weights.reduce(0, +)
+        let center = total > 0 ? zip(values, weights).reduce(0) { $0 + Double($1.0) * $1.1 } / total : 0
+        var sumWeight = [Double](repeating: 0, count: values.count + 1)
+        var sumFirst = sumWeight, sumSecond = sumWeight
+        for index in values.indices {
+            let x = Double(values[index]) - center, w = weights[index]
+            sumWeight[index + 1] = sumWeight[index] + w
+            sumFirst[index + 1] = sumFirst[index] + w * x
+            sumSecond[index + 1] = sumSecond[index] + w * x * x
+        }
+        self.values = values
+        self.weights = weights
+        self.center = center
+        self.sumWeight = sumWeight
+        self.sumFirst = sumFirst
+        self.sumSecond = sumSecond
+    }
+
+    var count: Int { values.count }
+
+    /// Weighted sum of squared deviations from their mean of distinct values `[begin, end)`.
+    @inline(__always)
+    func cost(_ begin: Int, _ end: Int) -> Double {
+        let weight = sumWeight[end] - sumWeight[begin]
+        guard weight > 0 else { return 0 }
+        let first = sumFirst[end] - sumFirst[begin]
+        return max(0, sumSecond[end] - sumSecond[begin] - first * first / weight)
+    }
+
+    /// Weighted mean of distinct values `[begin, end)`; the midpoint of the range when it has no weight.
+    func mean(_ begin: Int, _ end: Int) -> Float {
+        let weight = sumWeight[end] - sumWeight[begin]
+        guard weight > 0 else { return (values[begin] + values[end - 1]) / 2 }
+        return Float((sumFirst[end] - sumFirst[begin]) / weight + center)
+    }
+}
+
+/// Least-significant-digit radix sort of `Float`s (three passes of 11 bits over an order-preserving
+/// integer key), optionally carrying a payload along. O(n), stable.
+enum RadixSort {
+    /// Maps a float's bits to an unsigned key with the same order (negative values reversed).
+    @inline(__always)
+    static func key(_ value: Float) -> UInt32 {
+        let bits = value.bitPattern
+        return bits & 0x8000_0000 != 0 ? ~bits : bits | 0x8000_0000
+    }
+
+    @inline(__always)
+    static func value(_ key: UInt32) -> Float {
+        Float(bitPattern: key & 0x8000_0000 != 0 ? key & 0x7FFF_FFFF : ~key)
+    }
+
+    static func sorted(_ input: [Float], payload: [Float]?) -> ([Float], [Float]?) {
+        let count = input.count
+        var keys = input.map(key)
+        var scratch = [UInt32](repeating: 0, count: count)
+        var carried = payload
+        var carriedScratch = payload.map { [Float](repeating: 0, count: $0.count) }
+        for shift in stride(from: 0, to: 32, by: 11) {
+            var histogram = [Int](repeating: 0, count: 2049)
+            for key in keys { histogram[Int((key >> UInt32(shift)) & 0x7FF) + 1] += 1 }
+            for bucket in 1..<2049 { histogram[bucket] += histogram[bucket - 1] }
+            if carried == nil {
+                for key in keys {
+                    let bucket = Int((key >> UInt32(shift)) & 0x7FF)
+                    scratch[histogram[bucket]] = key
+                    histogram[bucket] += 1
+                }
+            } else {
+                for index in 0..<count {
+                    let key = keys[index]
+                    let bucket = Int((key >> UInt32(shift)) & 0x7FF)
+                    scratch[histogram[bucket]] = key
+                    carriedScratch![histogram[bucket]] = carried![index]
+                    histogram[bucket] += 1
+                }
+                swap(&carried, &carriedScratch)
+            }
+            swap(&keys, &scratch)
+        }
+        return (keys.map(value), carried)
+    }
+}

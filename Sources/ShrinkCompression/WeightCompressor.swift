@@ -1,0 +1,93 @@
+import Foundation
+import ShrinkCore
+
+/// Applies an `OpCompressionConfig` to one weight: prune (optional), then quantize or palettize the
+/// kept elements, or keep them dense. A pure function of the weight, its config and the optional
+/// per-element importance; deterministic.
+public enum WeightCompressor {
+    /// Encodes `tensor` named `name`.
+    /// - Parameters:
+    ///   - importance: optional non-negative weight per element for the squared error the passes
+    ///     minimise (calibrated passes supply it); `nil` weighs all elements alike.
+    ///   - threads: threads used inside the pass (grouped LUTs are built in parallel).
+    /// - Throws: `CompressionError.nonFiniteWeight` for NaN or infinity, `.invalidWeight` for an
+    ///   empty tensor or values a mode cannot represent.
+    public static func encode(name: String, tensor: DenseTensor, config: OpCompressionConfig,
+                              importance: [Float]? = nil, threads: Int = 1) throws(CompressionError) -> EncodedTensor {
+        guard tensor.dtype.isFloatingPoint else {
+            throw .invalidWeight(tensor: name, reason: "dtype \(tensor.dtype.rawValue) is not a float type")
+        }
+        guard tensor.elementCount > 0, !tensor.shape.isEmpty else { throw .invalidWeight(tensor: name, reason: "is empty") }
+        let values = tensor.floats()
+        if let bad = values.firstIndex(where: { !$0.isFinite }) {
+            throw .nonFiniteWeight(tensor: name, index: bad, value: values[bad])
+        }
+        if let importance {
+            guard importance.count == values.count, importance.allSatisfy({ $0 >= 0 && $0.isFinite }) else {
+                throw .invalidWeight(tensor: name, reason: "importance must be one finite non-negative value per element")
+            }
+        }
+        let shape = tensor.shape
+        var positions: [Int]?
+        var kept = values
+        var keptImportance = importance
+        var parts: [String: DenseTensor] = [:]
+        if let prune = config.prune {
+            let mask = Pruner.mask(values, shape: shape, config: prune)
+            let indices = mask.indices.filter { mask[$0] }
+            positions = indices
+            kept = indices.map { values[$0] }
+            keptImportance = importance.map { weights in indices.map { weights[$0] } }
+            parts["mask"] = try! DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: values.count, bits: 1)],
+                                            bytes: PackedBits.pack(mask.map { $0 ? 1 : 0 }, bits: 1))
+        }
+        let base: WeightEncoding
+        if kept.isEmpty {
+            base = .dense(.f32)
+            parts["values"] = try! DenseTensor(converting: [], shape: [0])
+        } else if let quantize = config.quantize {
+            let encoded = try LinearQuantizer.encode(kept, positions: positions, shape: shape, config: quantize,
+                                                    importance: keptImportance, tensor: name)
+            base = .affine(encoded.layout)
+            parts.merge(encoded.parts) { $1 }
+        } else if let palettize = config.palettize {
+            let encoded = try Palettizer.encode(kept, positions: positions, shape: shape, config: palettize,
+                                                importance: keptImportance, tensor: name, threads: threads)
+            base = .palette(encoded.layout)
+            parts.merge(encoded.parts) { $1 }
+        } else {
+            let dtype: DType = [.f16, .bf16].contains(tensor.dtype) ? tensor.dtype : .f32
+            base = .dense(dtype)
+            parts["values"] = try! DenseTensor(converting: kept, to: dtype, shape: positions == nil ? shape : [kept.count])
+        }
+        let encoding: WeightEncoding = config.prune.map { .sparse(SparseEncoding(pattern: $0.pattern), base: base) } ?? base
+        do {
+            return try EncodedTensor(name: name, shape: shape, sourceDType: tensor.dtype, encoding: encoding, parts: parts)
+        } catch {
+            throw .invalidWeight(tensor: name, reason: error.description)
+        }
+    }
+}
+
+/// Error measures between a weight and its decoded compression.
+public enum WeightError {
+    /// Signal-to-noise ratio in dB: `10·log10(Σw² / Σ(w − ŵ)²)`; infinity when exact.
+    public static func snr(original: [Float], decoded: [Float]) -> Double {
+        var signal = 0.0, noise = 0.0
+        for (w, v) in zip(original, decoded) {
+            signal += Double(w) * Double(w)
+            noise += Double(w - v) * Double(w - v)
+        }
+        return noise == 0 ? .infinity : 10 * log10(signal / noise)
+    }
+
+    /// Relative squared error `Σ(w − ŵ)² / Σw²`.
+    public static func relativeSquaredError(original: [Float], decoded: [Float]) -> Double {
+        var signal = 0.0, noise = 0.0
+        for (w, v) in zip(original, decoded) {
+            signal += Double(w) * Double(w)
+            noise += Double(w - v) * Double(w - v)
+        }
+        return signal == 0 ? (noise == 0 ? 0 : .infinity) : noise / signal
+    }
+}

@@ -1,0 +1,214 @@
+/// A weight tensor in a `WeightEncoding`: its logical shape and dtype, and its parts.
+///
+/// Part shapes: `values` the logical shape (dense); `codes`/`indices` `[bytes]` U8 packed
+/// (`PackedBits`); `scales`, `zero_points`, `lut_scales` `[groups]`; `lut`
+/// `[groups, 2^bits, vectorSize]`; `channel_scales` `[channels]`; `mask` `[bytes]` U8 packed 1-bit,
+/// one bit per logical element. The initializer checks every part against the encoding, so a
+/// decoded tensor never reads out of bounds.
+public struct EncodedTensor: Sendable {
+    /// The tensor's name in the model.
+    public let name: String
+    /// The dense shape the encoding represents.
+    public let shape: [Int]
+    /// The dtype the tensor had before compression.
+    public let sourceDType: DType
+    public let encoding: WeightEncoding
+    public let parts: [String: DenseTensor]
+
+    /// Checks the parts against the encoding and shape.
+    /// - Throws: `ShrinkCoreError.invalidEncodedTensor` naming the tensor and the part.
+    public init(name: String, shape: [Int], sourceDType: DType, encoding: WeightEncoding,
+                parts: [String: DenseTensor]) throws(ShrinkCoreError) {
+        self.name = name
+        self.shape = shape
+        self.sourceDType = sourceDType
+        self.encoding = encoding
+        self.parts = parts
+        guard let count = Shape.elementCount(shape) else { throw .invalidShape(shape) }
+        try EncodingLayout.validate(encoding, shape: shape, elements: count, parts: parts, name: name)
+    }
+
+    /// The number of logical elements.
+    public var elementCount: Int { shape.reduce(1, *) }
+
+    /// Bytes of all parts.
+    public var byteCount: Int { parts.values.reduce(0) { $0 + $1.byteCount } }
+
+    /// Stored bits per logical element (all parts included).
+    public var bitsPerWeight: Double { elementCount == 0 ? 0 : Double(byteCount * 8) / Double(elementCount) }
+
+    /// The reference decoding to dense `Float` values in row-major order.
+    public func decode() -> [Float] {
+        var output = [Float](repeating: 0, count: elementCount)
+        if case .sparse(_, let base) = encoding {
+            let mask = parts["mask"]!.bytes
+            var positions: [Int] = []
+            positions.reserveCapacity(elementCount)
+            for index in 0..<elementCount where PackedBits.value(at: index, bits: 1, in: mask) == 1 { positions.append(index) }
+            EncodingLayout.decode(base, shape: shape, parts: parts, positions: positions, into: &output)
+        } else {
+            EncodingLayout.decode(encoding, shape: shape, parts: parts, positions: nil, into: &output)
+        }
+        return output
+    }
+}
+
+/// Group arithmetic and the per-encoding reference decoders.
+public enum EncodingLayout {
+    /// The coordinate of row-major flat index `position` along `axis` of `shape`.
+    @inlinable
+    public static func coordinate(_ position: Int, axis: Int, shape: [Int]) -> Int {
+        var stride = 1
+        for dimension in shape[(axis + 1)...] { stride *= dimension }
+        return (position / stride) % shape[axis]
+    }
+
+    /// Number of scale groups of an affine granularity over `shape`.
+    public static func groupCount(_ granularity: QuantizationGranularity, shape: [Int]) -> Int {
+        switch granularity {
+        case .perTensor: return 1
+        case .perChannel(let axis): return shape[axis]
+        case .perBlock(let blockSize):
+            let last = shape.last ?? 1
+            return (shape.dropLast().reduce(1, *)) * ((last + blockSize - 1) / blockSize)
+        }
+    }
+
+    /// The scale group of flat index `position`.
+    public static func group(of position: Int, _ granularity: QuantizationGranularity, shape: [Int]) -> Int {
+        switch granularity {
+        case .perTensor: return 0
+        case .perChannel(let axis): return coordinate(position, axis: axis, shape: shape)
+        case .perBlock(let blockSize):
+            let last = shape.last ?? 1
+            let blocksPerRow = (last + blockSize - 1) / blockSize
+            return (position / last) * blocksPerRow + (position % last) / blockSize
+        }
+    }
+
+    /// Number of LUTs of a palette granularity over `shape`.
+    public static func groupCount(_ granularity: PaletteGranularity, shape: [Int]) -> Int {
+        switch granularity {
+        case .perTensor: return 1
+        case .perGroupedChannel(let axis, let groupSize): return shape[axis] / groupSize
+        }
+    }
+
+    /// The LUT group of flat index `position`.
+    public static func group(of position: Int, _ granularity: PaletteGranularity, shape: [Int]) -> Int {
+        switch granularity {
+        case .perTensor: return 0
+        case .perGroupedChannel(let axis, let groupSize): return coordinate(position, axis: axis, shape: shape) / groupSize
+        }
+    }
+
+    /// Checks that `parts` hold exactly what `encoding` needs for `elements` encoded values.
+    static func validate(_ encoding: WeightEncoding, shape: [Int], elements: Int, parts: [String: DenseTensor],
+                         name: String) throws(ShrinkCoreError) {
+        func fail(_ reason: String) -> ShrinkCoreError { .invalidEncodedTensor(name: name, reason: reason) }
+        func part(_ key: String, _ dtypes: [DType], count: Int) throws(ShrinkCoreError) -> DenseTensor {
+            guard let tensor = parts[key] else { throw fail("missing part '\(key)'") }
+            guard dtypes.contains(tensor.dtype) else {
+                throw fail("part '\(key)' is \(tensor.dtype.rawValue), expected \(dtypes.map(\.rawValue).joined(separator: " or "))")
+            }
+            guard tensor.elementCount == count else { throw fail("part '\(key)' has \(tensor.elementCount) elements, expected \(count)") }
+            return tensor
+        }
+        func axisValid(_ axis: Int) throws(ShrinkCoreError) {
+            guard axis >= 0 && axis < shape.count else { throw fail("axis \(axis) out of range for shape \(Shape.describe(shape))") }
+        }
+        switch encoding {
+        case .dense(let dtype):
+            guard dtype.isFloatingPoint else { throw fail("dense encoding must be a float dtype, got \(dtype.rawValue)") }
+            let values = try part("values", [dtype], count: elements)
+            guard values.shape == shape || elements != shape.reduce(1, *) else {
+                throw fail("part 'values' has shape \(Shape.describe(values.shape)), expected \(Shape.describe(shape))")
+            }
+        case .affine(let layout):
+            guard (2...8).contains(layout.bits) else { throw fail("affine bits \(layout.bits) outside 2…8") }
+            guard [.f16, .f32].contains(layout.scaleDType) else { throw fail("scale dtype must be F16 or F32") }
+            guard !shape.isEmpty else { throw fail("quantized tensors need at least one dimension") }
+            switch layout.granularity {
+            case .perTensor: break
+            case .perChannel(let axis): try axisValid(axis)
+            case .perBlock(let size): guard size > 0 else { throw fail("block size must be positive") }
+            }
+            let groups = groupCount(layout.granularity, shape: shape)
+            _ = try part("codes", [.u8], count: PackedBits.byteCount(count: elements, bits: layout.bits))
+            _ = try part("scales", [layout.scaleDType], count: groups)
+            if !layout.symmetric { _ = try part("zero_points", [layout.signed ? .i8 : .u8], count: groups) }
+        case .palette(let layout):
+            guard [1, 2, 3, 4, 6, 8].contains(layout.bits) else { throw fail("palette bits \(layout.bits) not in 1, 2, 3, 4, 6, 8") }
+            guard [1, 2, 4].contains(layout.vectorSize) else { throw fail("vector size \(layout.vectorSize) not in 1, 2, 4") }
+            guard [.f16, .f32, .i8].contains(layout.lutDType) else { throw fail("LUT dtype must be F16, F32 or I8") }
+            guard !shape.isEmpty else { throw fail("palettized tensors need at least one dimension") }
+            try axisValid(layout.channelAxis)
+            if case .perGroupedChannel(let axis, let size) = layout.granularity {
+                guard size > 0, shape[axis] % size == 0 else { throw fail("group size \(size) does not divide dimension \(shape[axis])") }
+            }
+            guard elements % layout.vectorSize == 0, (shape.last ?? 1) % layout.vectorSize == 0 else {
+                throw fail("vector size \(layout.vectorSize) does not divide the last dimension \(shape.last ?? 1)")
+            }
+            let groups = groupCount(layout.granularity, shape: shape)
+            _ = try part("indices", [.u8], count: PackedBits.byteCount(count: elements / layout.vectorSize, bits: layout.bits))
+            _ = try part("lut", [layout.lutDType], count: groups * layout.entries * layout.vectorSize)
+            if layout.lutDType == .i8 { _ = try part("lut_scales", [.f32], count: groups) }
+            if layout.perChannelScale { _ = try part("channel_scales", [.f16, .f32], count: shape[layout.channelAxis]) }
+        case .sparse(_, let base):
+            if case .sparse = base { throw fail("sparse encodings do not nest") }
+            if case .palette(let layout) = base, layout.vectorSize > 1 { throw fail("vector palettes cannot be sparse") }
+            let total = shape.reduce(1, *)
+            let mask = try part("mask", [.u8], count: PackedBits.byteCount(count: total, bits: 1))
+            var kept = 0
+            for byte in mask.bytes { kept += byte.nonzeroBitCount }
+            let padding = mask.byteCount * 8 - total
+            if padding > 0, mask.bytes[mask.byteCount - 1] >> (8 - padding) != 0 { throw fail("mask has bits set past the last element") }
+            try validate(base, shape: shape, elements: kept, parts: parts, name: name)
+        }
+    }
+
+    /// Decodes `encoding` (not sparse) for the encoded elements at `positions` (all elements in
+    /// order when `nil`) into `output`.
+    static func decode(_ encoding: WeightEncoding, shape: [Int], parts: [String: DenseTensor], positions: [Int]?,
+                       into output: inout [Float]) {
+        let count = positions?.count ?? output.count
+        func position(_ k: Int) -> Int { positions?[k] ?? k }
+        switch encoding {
+        case .dense:
+            let values = parts["values"]!.floats()
+            for k in 0..<count { output[position(k)] = values[k] }
+        case .affine(let layout):
+            let codes = parts["codes"]!.bytes
+            let scales = parts["scales"]!.floats()
+            let zeroPoints = parts["zero_points"]?.floats()
+            for k in 0..<count {
+                let flat = position(k)
+                let group = group(of: flat, layout.granularity, shape: shape)
+                let q = Int(PackedBits.value(at: k, bits: layout.bits, in: codes)) - layout.codeOffset
+                let zeroPoint = zeroPoints.map { Int($0[group]) } ?? layout.implicitZeroPoint
+                output[flat] = scales[group] * Float(q - zeroPoint)
+            }
+        case .palette(let layout):
+            let indices = parts["indices"]!.bytes
+            var lut = parts["lut"]!.floats()
+            let groups = groupCount(layout.granularity, shape: shape)
+            let width = layout.entries * layout.vectorSize
+            if let lutScales = parts["lut_scales"]?.floats() {
+                for group in 0..<groups { for entry in 0..<width { lut[group * width + entry] *= lutScales[group] } }
+            }
+            let channelScales = parts["channel_scales"]?.floats()
+            for k in 0..<count {
+                let flat = position(k)
+                let vector = k / layout.vectorSize, lane = k % layout.vectorSize
+                let start = position(vector * layout.vectorSize)
+                let group = group(of: start, layout.granularity, shape: shape)
+                let index = Int(PackedBits.value(at: vector, bits: layout.bits, in: indices))
+                var value = lut[group * width + index * layout.vectorSize + lane]
+                if let channelScales { value *= channelScales[coordinate(flat, axis: layout.channelAxis, shape: shape)] }
+                output[flat] = value
+            }
+        case .sparse:
+            preconditionFailure("sparse encodings are decoded by EncodedTensor.decode")
+        }
+    }
+}

@@ -1,0 +1,162 @@
+/// How a weight tensor is stored: the one vocabulary shared by the compression passes, the
+/// compressed container and the kernels.
+///
+/// An encoded tensor keeps its logical shape (row-major, the last axis is the input axis of a
+/// linear layer) and stores named parts (see `EncodedTensor`). Decoding to dense is one reference
+/// function per case (`EncodedTensor.decode()`).
+public indirect enum WeightEncoding: Equatable, Sendable {
+    /// Plain values in a float dtype. Part `values`.
+    case dense(DType)
+    /// Linear quantization. Parts `codes`, `scales`, and `zero_points` unless symmetric.
+    case affine(AffineEncoding)
+    /// Look-up table. Parts `indices`, `lut`, `lut_scales` (int8 LUTs), `channel_scales` (optional).
+    case palette(PaletteEncoding)
+    /// Pruned: part `mask` marks the kept elements; `base` encodes only the kept elements, in
+    /// row-major order, with its groups (channels, blocks) taken from their original positions.
+    case sparse(SparseEncoding, base: WeightEncoding)
+
+    /// A short description such as `affine int4 per-block 32` or `sparse 2:4 + palette 4-bit`.
+    public var summary: String {
+        switch self {
+        case .dense(let dtype): dtype.rawValue
+        case .affine(let layout): layout.summary
+        case .palette(let layout): layout.summary
+        case .sparse(let layout, let base): "sparse \(layout.pattern.summary) + \(base.summary)"
+        }
+    }
+}
+
+/// How scales (and zero points) are shared.
+public enum QuantizationGranularity: Equatable, Sendable {
+    /// One scale for the whole tensor.
+    case perTensor
+    /// One scale per index along `axis`.
+    case perChannel(axis: Int)
+    /// One scale per `blockSize` consecutive elements along the last (input) axis; the last block
+    /// of a row may be shorter.
+    case perBlock(blockSize: Int)
+}
+
+/// Linear quantization: `w = scale · (q − zeroPoint)`.
+///
+/// Codes are stored unsigned, `c ∈ [0, 2^bits − 1]`, packed (see `PackedBits`). For signed
+/// quantization `q = c − 2^(bits−1)`, otherwise `q = c`. Symmetric quantization has no stored
+/// zero point: it is 0 for signed and `2^(bits−1)` for unsigned codes, so both decode alike.
+/// Affine zero points are integers in the range of `q`, stored `I8` (signed) or `U8` (unsigned).
+public struct AffineEncoding: Equatable, Sendable {
+    public var bits: Int
+    public var signed: Bool
+    public var symmetric: Bool
+    public var granularity: QuantizationGranularity
+    /// `F16` or `F32`.
+    public var scaleDType: DType
+
+    public init(bits: Int, signed: Bool, symmetric: Bool, granularity: QuantizationGranularity, scaleDType: DType) {
+        self.bits = bits
+        self.signed = signed
+        self.symmetric = symmetric
+        self.granularity = granularity
+        self.scaleDType = scaleDType
+    }
+
+    /// The offset between stored codes and `q`.
+    public var codeOffset: Int { signed ? 1 << (bits - 1) : 0 }
+
+    /// The zero point implied by a symmetric encoding, in `q` units.
+    public var implicitZeroPoint: Int { symmetric && !signed ? 1 << (bits - 1) : 0 }
+
+    public var summary: String {
+        let type = (signed ? "int" : "uint") + String(bits)
+        let scheme = symmetric ? "symmetric" : "affine"
+        return "\(type) \(scheme) \(granularity.summary)"
+    }
+}
+
+/// Palettization: each element (or vector of `vectorSize` consecutive elements along the last
+/// axis) is an index into a look-up table of `2^bits` entries.
+///
+/// `lut` has shape `[groups, 2^bits, vectorSize]`. With `perChannelScale`, decoded values are
+/// multiplied by `channel_scales[c]`, `c` the index along the grouping axis (axis 0 for a per-tensor
+/// LUT). An `I8` LUT decodes as `lut · lut_scales[group]`.
+public struct PaletteEncoding: Equatable, Sendable {
+    public var bits: Int
+    public var granularity: PaletteGranularity
+    public var vectorSize: Int
+    /// `F16`, `F32` or `I8`.
+    public var lutDType: DType
+    public var perChannelScale: Bool
+
+    public init(bits: Int, granularity: PaletteGranularity, vectorSize: Int, lutDType: DType, perChannelScale: Bool) {
+        self.bits = bits
+        self.granularity = granularity
+        self.vectorSize = vectorSize
+        self.lutDType = lutDType
+        self.perChannelScale = perChannelScale
+    }
+
+    /// Entries per LUT.
+    public var entries: Int { 1 << bits }
+
+    /// The axis channel scales and grouped LUTs run along.
+    public var channelAxis: Int {
+        if case .perGroupedChannel(let axis, _) = granularity { return axis }
+        return 0
+    }
+
+    public var summary: String {
+        var text = "palette \(bits)-bit \(granularity.summary)"
+        if vectorSize > 1 { text += " vector \(vectorSize)" }
+        if lutDType == .i8 { text += " int8-lut" }
+        if perChannelScale { text += " channel-scaled" }
+        return text
+    }
+}
+
+/// Which elements share a look-up table.
+public enum PaletteGranularity: Equatable, Sendable {
+    case perTensor
+    /// One LUT per `groupSize` consecutive indices along `axis`.
+    case perGroupedChannel(axis: Int, groupSize: Int)
+
+    public var summary: String {
+        switch self {
+        case .perTensor: "per-tensor"
+        case .perGroupedChannel(let axis, let size): "grouped \(size) (axis \(axis))"
+        }
+    }
+}
+
+/// Which elements were pruned; the kept ones are always marked in a bit mask.
+public struct SparseEncoding: Equatable, Sendable {
+    public var pattern: SparsityPattern
+
+    public init(pattern: SparsityPattern) { self.pattern = pattern }
+}
+
+/// The structure a pruning pass guaranteed.
+public enum SparsityPattern: Equatable, Sendable {
+    /// Any elements (magnitude pruning).
+    case unstructured
+    /// At most `n` kept in every `m` consecutive elements along the last axis.
+    case nOfM(n: Int, m: Int)
+    /// Whole runs of `blockSize` consecutive elements along the last axis are kept or pruned.
+    case blocks(blockSize: Int)
+
+    public var summary: String {
+        switch self {
+        case .unstructured: "unstructured"
+        case .nOfM(let n, let m): "\(n):\(m)"
+        case .blocks(let size): "blocks of \(size)"
+        }
+    }
+}
+
+extension QuantizationGranularity {
+    public var summary: String {
+        switch self {
+        case .perTensor: "per-tensor"
+        case .perChannel(let axis): "per-channel (axis \(axis))"
+        case .perBlock(let size): "per-block \(size)"
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import Testing
+import ShrinkCompression
+import ShrinkTestSupport
+
+@Suite struct KMeansTests {
+    /// The least squared error over every assignment of `values` to `k` clusters.
+    static func bruteForce(_ values: [Float], _ weights: [Float], k: Int) -> Double {
+        var best = Double.infinity
+        var assignment = [Int](repeating: 0, count: values.count)
+        while true {
+            var error = 0.0
+            for cluster in 0..<k {
+                let members = values.indices.filter { assignment[$0] == cluster }
+                let weight = members.reduce(0.0) { $0 + Double(weights[$1]) }
+                guard weight > 0 else { continue }
+                let mean = members.reduce(0.0) { $0 + Double(values[$1]) * Double(weights[$1]) } / weight
+                error += members.reduce(0.0) { $0 + Double(weights[$1]) * (Double(values[$1]) - mean) * (Double(values[$1]) - mean) }
+            }
+            best = min(best, error)
+            var position = 0
+            while position < assignment.count {
+                assignment[position] += 1
+                if assignment[position] < k { break }
+                assignment[position] = 0
+                position += 1
+            }
+            if position == assignment.count { return best }
+        }
+    }
+
+    @Test(arguments: 0..<40)
+    func optimalClusteringMatchesBruteForce(seed: Int) {
+        var generator = SeededGenerator(seed: UInt64(seed))
+        let count = Int.random(in: 1...8, using: &generator)
+        let k = Int.random(in: 1...4, using: &generator)
+        // Few distinct values so duplicates are common.
+        let values = (0..<count).map { _ in Float(Int.random(in: -6...6, using: &generator)) / 4 }
+        let weights = seed % 2 == 0 ? [Float](repeating: 1, count: count) : (0..<count).map { _ in Float.random(in: 0...2, using: &generator) }
+        let result = OptimalKMeans1D.cluster(values, importance: weights, k: k)
+        let expected = Self.bruteForce(values, weights, k: k)
+        #expect(abs(result.squaredError - expected) <= 1e-9 * max(1, expected), "values \(values) weights \(weights) k \(k)")
+        #expect(result.centroids.count <= k && result.centroids == result.centroids.sorted())
+    }
+
+    @Test(arguments: [2, 4, 16, 64])
+    func fallbackIsNoWorseThanLloydAndCloseToExact(k: Int) {
+        var generator = SeededGenerator(seed: UInt64(k))
+        let values = (0..<20_000).map { _ in Float.random(in: -1...1, using: &generator) * Float.random(in: 0...1, using: &generator) }
+        let exact = OptimalKMeans1D.cluster(values, k: k, exactLimit: 1 << 20)
+        let fallback = OptimalKMeans1D.cluster(values, k: k)  // 20,000 distinct values > the default exact limit.
+        let lloyd = LloydKMeans.cluster(values, dimension: 1, k: k, seed: 1)
+        #expect(exact.squaredError <= lloyd.squaredError * (1 + 1e-9))
+        #expect(fallback.squaredError <= lloyd.squaredError * (1 + 1e-9), "fallback \(fallback.squaredError) lloyd \(lloyd.squaredError)")
+        #expect(fallback.squaredError <= exact.squaredError * 1.01)
+    }
+}
