@@ -5,7 +5,7 @@ import ShrinkModels
 /// A model at a glance: parameters and bytes, their split by storage dtype and by op type, and
 /// every tensor grouped by layer. Encoded as JSON with snake_case keys by `shrink inspect --json`.
 public struct ModelInspection: Codable, Sendable {
-    /// Bytes and parameters of one storage type.
+    /// Bytes and parameters of one storage type (a dtype, or an encoding in a compressed model).
     public struct StorageShare: Codable, Sendable {
         public let storage: String
         public let tensors: Int
@@ -13,6 +13,7 @@ public struct ModelInspection: Codable, Sendable {
         public let bytes: Int
         /// Fraction of all tensor bytes, 0…1.
         public let share: Double
+        public var bitsPerWeight: Double { Double(bytes * 8) / Double(max(parameters, 1)) }
     }
 
     /// Totals for one op type; `ops` counts modules (a linear layer's weight and bias are one op).
@@ -25,7 +26,7 @@ public struct ModelInspection: Codable, Sendable {
         public let share: Double
     }
 
-    /// One tensor as stored.
+    /// One tensor as stored: `storage` is its dtype, or its encoding when compressed.
     public struct TensorSummary: Codable, Sendable {
         public let name: String
         public let op: String
@@ -34,6 +35,7 @@ public struct ModelInspection: Codable, Sendable {
         public let shape: [Int]
         public let parameters: Int
         public let bytes: Int
+        public let bitsPerWeight: Double
     }
 
     /// The tensors of one layer.
@@ -64,13 +66,19 @@ public struct ModelInspection: Codable, Sendable {
         }
         let file = try SafetensorsFile(path: path)
         let config = try location.configPath.map { (configPath) throws(ShrinkIOError) in try ModelConfig(path: configPath) }
-        let descriptors = file.entries.map { TensorDescriptor(name: $0.name, dtype: $0.dtype, shape: $0.shape) }
-        let roles = ModelAnatomy.roles(of: descriptors)
-        let tensors = zip(file.entries, roles).map { entry, role in
-            TensorSummary(name: entry.name, op: role.op, opType: role.opType, storage: entry.dtype.rawValue,
-                          shape: entry.shape, parameters: entry.shape.reduce(1, *), bytes: entry.dataRange.count)
+        let model = try CompressedModel(file: file)
+        // (descriptor, storage, bytes) for every logical tensor: dense ones as stored, encoded ones by encoding.
+        let stored = model.denseTensors.map { (TensorDescriptor(name: $0.name, dtype: $0.tensor.dtype, shape: $0.tensor.shape),
+                                                $0.tensor.dtype.rawValue, $0.tensor.byteCount) }
+            + model.encodedTensors.map { (TensorDescriptor(name: $0.name, dtype: $0.sourceDType, shape: $0.shape), $0.encoding.summary, $0.byteCount) }
+        let roles = ModelAnatomy.roles(of: stored.map(\.0))
+        let tensors = zip(stored, roles).map { item, role in
+            let parameters = item.0.shape.reduce(1, *)
+            return TensorSummary(name: item.0.name, op: role.op, opType: role.opType, storage: item.1, shape: item.0.shape,
+                                 parameters: parameters, bytes: item.2, bitsPerWeight: Double(item.2 * 8) / Double(max(parameters, 1)))
         }
-        return summarize(path: path, format: "safetensors", architecture: config?.modelType,
+        let format = CompressedModel.isCompressed(file) ? "shrink compressed safetensors" : "safetensors"
+        return summarize(path: path, format: format, architecture: config?.modelType,
                          fileBytes: file.fileSize, tensors: tensors, layerOf: Dictionary(uniqueKeysWithValues: roles.map { ($0.name, $0.layer) }))
     }
 

@@ -33,10 +33,11 @@ enum InspectCommand {
             "Parameters:   \(TextTable.grouped(inspection.parameters))",
             "Tensor bytes: \(TextTable.grouped(inspection.bytes)) (\(TextTable.byteSize(inspection.bytes))); file \(TextTable.grouped(inspection.fileBytes)) bytes",
             "", "Storage:",
-            TextTable.render(header: ["storage", "tensors", "parameters", "bytes", "share"],
+            TextTable.render(header: ["storage", "tensors", "parameters", "bytes", "share", "bits/weight"],
                              rows: inspection.storage.map {
-                                 [$0.storage, String($0.tensors), TextTable.grouped($0.parameters), TextTable.grouped($0.bytes), TextTable.percent($0.share)]
-                             }, rightAligned: [1, 2, 3, 4]),
+                                 [$0.storage, String($0.tensors), TextTable.grouped($0.parameters), TextTable.grouped($0.bytes),
+                                  TextTable.percent($0.share), TextTable.fixed($0.bitsPerWeight, digits: 2)]
+                             }, rightAligned: [1, 2, 3, 4, 5]),
             "", "Op types (by count):",
             TextTable.render(header: ["op type", "ops", "tensors", "parameters", "bytes", "share"],
                              rows: inspection.opTypes.map {
@@ -47,11 +48,11 @@ enum InspectCommand {
         ]
         for layer in inspection.layers {
             lines.append("  \(layer.name)  (\(TextTable.grouped(layer.parameters)) parameters, \(TextTable.byteSize(layer.bytes)))")
-            lines.append(TextTable.render(header: ["tensor", "op type", "storage", "shape", "parameters"],
+            lines.append(TextTable.render(header: ["tensor", "op type", "storage", "shape", "parameters", "bits/weight"],
                                           rows: layer.tensors.map {
                                               [$0.name, $0.opType.rawValue, $0.storage, "[" + $0.shape.map(String.init).joined(separator: ", ") + "]",
-                                               TextTable.grouped($0.parameters)]
-                                          }, rightAligned: [4], indent: "    "))
+                                               TextTable.grouped($0.parameters), TextTable.fixed($0.bitsPerWeight, digits: 2)]
+                                          }, rightAligned: [4, 5], indent: "    "))
         }
         return lines.joined(separator: "\n")
     }

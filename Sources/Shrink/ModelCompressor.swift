@@ -1,0 +1,188 @@
+import Dispatch
+import Foundation
+import ShrinkCompression
+import ShrinkCore
+import ShrinkIO
+import ShrinkModels
+
+/// What compressing one tensor did.
+public struct TensorCompressionReport: Codable, Sendable {
+    public let name: String
+    /// `WeightEncoding.summary` of the result.
+    public let encoding: String
+    /// The recipe key path that chose the config.
+    public let rule: String
+    public let elements: Int
+    public let bytesBefore: Int
+    public let bytesAfter: Int
+    public let bitsPerWeight: Double
+    /// Weight signal-to-noise ratio in dB; `nil` when the encoding is exact.
+    public let snrDecibels: Double?
+    public let seconds: Double
+}
+
+/// The outcome of `ModelCompressor.compress`.
+public struct CompressionSummary: Codable, Sendable {
+    public let source: String
+    public let output: String
+    public let recipe: String
+    /// Tensor bytes of the source and of the output.
+    public let bytesBefore: Int
+    public let bytesAfter: Int
+    public let elements: Int
+    public let compressedElements: Int
+    public let compressedBytesBefore: Int
+    public let compressedBytesAfter: Int
+    public let tensors: [TensorCompressionReport]
+    /// Tensors left as they were, with the reason.
+    public let kept: [String: String]
+    public let seconds: Double
+
+    /// `bytesBefore / bytesAfter`.
+    public var ratio: Double { Double(bytesBefore) / Double(max(bytesAfter, 1)) }
+    /// Bits per weight over the compressed tensors only.
+    public var compressedBitsPerWeight: Double { Double(compressedBytesAfter * 8) / Double(max(compressedElements, 1)) }
+    /// Bits per weight over every tensor of the model.
+    public var overallBitsPerWeight: Double { Double(bytesAfter * 8) / Double(max(elements, 1)) }
+    /// Mean weight SNR (dB) over compressed tensors with a finite SNR.
+    public var meanSNRDecibels: Double? {
+        let values = tensors.compactMap(\.snrDecibels)
+        return values.isEmpty ? nil : values.reduce(0, +) / Double(values.count)
+    }
+}
+
+/// The compression pipeline: read a model, resolve a recipe, compress every planned tensor,
+/// write the compressed container atomically (nothing is written when any step fails).
+public enum ModelCompressor {
+    /// Compresses the model at `model` with `recipe` into `output`, using `threads` workers (one
+    /// tensor each). `progress` is called once per compressed tensor, in completion order.
+    public static func compress(model: ModelLocation, recipe: Recipe, output: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
+                                progress: @Sendable (TensorCompressionReport) -> Void = { _ in }) throws -> CompressionSummary {
+        let start = DispatchTime.now()
+        if try ModelFileFormat.detect(path: model.weightsPath) == .gguf {
+            throw ShrinkIOError.unsupportedFormat(path: model.weightsPath, reason: "GGUF models cannot be compressed yet; use safetensors")
+        }
+        let file = try SafetensorsFile(path: model.weightsPath)
+        if CompressedModel.isCompressed(file) {
+            throw ShrinkIOError.unsupportedFormat(path: model.weightsPath, reason: "the model is already compressed; decompress it first")
+        }
+        let descriptors = file.entries.map { TensorDescriptor(name: $0.name, dtype: $0.dtype, shape: $0.shape) }
+        let plan = try CompressionPlan.resolve(recipe, tensors: descriptors, roles: ModelAnatomy.roles(of: descriptors))
+
+        var tasks: [(index: Int, config: OpCompressionConfig, rule: String)] = []
+        var kept: [String: String] = [:]
+        for (index, entry) in plan.entries.enumerated() {
+            switch entry.decision {
+            case .compress(let config, let rule): tasks.append((index, config, rule))
+            case .keep(let reason): kept[entry.tensor.name] = reason
+            }
+        }
+        let planned = tasks
+        let results = try runConcurrently(planned.count, threads: threads) { taskIndex throws -> (EncodedTensor, TensorCompressionReport) in
+            let task = planned[taskIndex]
+            let name = plan.entries[task.index].tensor.name
+            let tensorStart = DispatchTime.now()
+            let tensor = try file.tensor(named: name)
+            let encoded = try WeightCompressor.encode(name: name, tensor: tensor, config: task.config)
+            let snr = WeightError.snr(original: tensor.floats(), decoded: encoded.decode())
+            let report = TensorCompressionReport(
+                name: name, encoding: encoded.encoding.summary, rule: task.rule, elements: encoded.elementCount,
+                bytesBefore: tensor.byteCount, bytesAfter: encoded.byteCount, bitsPerWeight: encoded.bitsPerWeight,
+                snrDecibels: snr.isFinite ? snr : nil, seconds: seconds(since: tensorStart))
+            progress(report)
+            return (encoded, report)
+        }
+        let encodedNames = Set(results.map(\.0.name))
+        let dense = file.tensors().filter { !encodedNames.contains($0.name) }
+        var metadata = file.metadata
+        metadata["shrink.recipe"] = recipe.canonicalJSON
+        metadata["shrink.recipe_name"] = recipe.name
+        metadata["shrink.source"] = (model.weightsPath as NSString).lastPathComponent
+        metadata["shrink.source_sha256"] = try sourceHash(file)
+        try CompressedModel(denseTensors: dense, encodedTensors: results.map(\.0), metadata: metadata).write(to: output)
+
+        let reports = results.map(\.1)
+        let denseBytes = dense.reduce(0) { $0 + $1.tensor.byteCount }
+        return CompressionSummary(
+            source: model.weightsPath, output: output, recipe: recipe.name,
+            bytesBefore: file.entries.reduce(0) { $0 + $1.dataRange.count },
+            bytesAfter: denseBytes + reports.reduce(0) { $0 + $1.bytesAfter },
+            elements: file.entries.reduce(0) { $0 + $1.shape.reduce(1, *) },
+            compressedElements: reports.reduce(0) { $0 + $1.elements },
+            compressedBytesBefore: reports.reduce(0) { $0 + $1.bytesBefore },
+            compressedBytesAfter: reports.reduce(0) { $0 + $1.bytesAfter },
+            tensors: reports, kept: kept, seconds: seconds(since: start))
+    }
+
+    /// Writes the dense model a compressed file represents: every encoded tensor decoded to its
+    /// source dtype (F32, F16 or BF16; F32 for others), every other tensor copied.
+    public static func decompress(input: String, output: String) throws {
+        let model = try CompressedModel(file: try SafetensorsFile(path: input))
+        var tensors = model.denseTensors
+        for encoded in model.encodedTensors {
+            let dtype: DType = [.f16, .bf16].contains(encoded.sourceDType) ? encoded.sourceDType : .f32
+            tensors.append((encoded.name, try DenseTensor(converting: encoded.decode(), to: dtype, shape: encoded.shape)))
+        }
+        tensors.sort { $0.name < $1.name }
+        let metadata = model.metadata.filter { !$0.key.hasPrefix("shrink.") }
+        try SafetensorsWriter.write(tensors, metadata: metadata, to: output)
+    }
+
+    static func sourceHash(_ file: SafetensorsFile) throws -> String {
+        let mapped = try MemoryMappedFile(path: file.path)
+        return SHA256.hexDigest(mapped.bytes)
+    }
+
+    static func seconds(since start: DispatchTime) -> Double {
+        Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
+    }
+
+    /// Runs `body` for `0..<count` on `threads` workers; results in index order; rethrows the
+    /// first error (by index) after all workers stop.
+    static func runConcurrently<T>(_ count: Int, threads: Int, _ body: @Sendable (Int) throws -> T) throws -> [T] {
+        let results = ConcurrentResults<T>(count: count)
+        DispatchQueue.concurrentPerform(iterations: max(1, min(threads, count))) { _ in
+            while let index = results.claim() {
+                do { results.store(.success(try body(index)), at: index) } catch { results.store(.failure(error), at: index) }
+            }
+        }
+        return try results.collect()
+    }
+}
+
+/// Work claimed by index and results stored by index, shared by concurrent workers.
+final class ConcurrentResults<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var next = 0
+    private var failed = false
+    private var slots: [Result<T, any Error>?]
+
+    init(count: Int) { slots = Array(repeating: nil, count: count) }
+
+    func claim() -> Int? {
+        lock.withLock {
+            guard next < slots.count, !failed else { return nil }
+            defer { next += 1 }
+            return next
+        }
+    }
+
+    func store(_ result: Result<T, any Error>, at index: Int) {
+        lock.withLock {
+            slots[index] = result
+            if case .failure = result { failed = true }
+        }
+    }
+
+    func collect() throws -> [T] {
+        var values: [T] = []
+        for slot in slots {
+            switch slot {
+            case .success(let value)?: values.append(value)
+            case .failure(let error)?: throw error
+            case nil: continue
+            }
+        }
+        return values
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import Shrink
+import ShrinkCompression
+
+/// `shrink compress`: compress a model's weights by recipe into a compressed container.
+enum CompressCommand {
+    static let command = ShrinkCommand(spec: spec, run: run)
+
+    static let spec = CommandSpec(
+        name: "compress",
+        summary: "Compress a model's weights as a recipe says and write the compressed model.",
+        arguments: [],
+        options: [
+            OptionSpec(name: "--model", valueName: "path", help: "Model folder, .safetensors file or known model name (default: minilm)."),
+            OptionSpec(name: "--recipe", valueName: "file", help: "The recipe (JSON; see recipes/README.md). Required."),
+            OptionSpec(name: "--output", valueName: "file", help: "Where to write the compressed model (.safetensors). Required."),
+            OptionSpec(name: "--threads", valueName: "n", help: "Tensors compressed at once (default: all cores)."),
+        ])
+
+    static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
+        guard let recipePath = arguments.value("--recipe") else { throw UsageError(command: spec.name, message: "missing option --recipe <file>") }
+        guard let output = arguments.value("--output") else { throw UsageError(command: spec.name, message: "missing option --output <file>") }
+        let threads = try threadCount(arguments, command: spec.name)
+        let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
+        let recipe = try Recipe.load(path: recipePath)
+        console.printError("Compressing \(location.weightsPath) with \(recipePath)")
+        let summary = try ModelCompressor.compress(model: location, recipe: recipe, output: output, threads: threads) { report in
+            let snr = report.snrDecibels.map { TextTable.fixed($0, digits: 1) + " dB" } ?? "exact"
+            console.printError("  \(report.name)  \(report.encoding)  \(TextTable.fixed(report.bitsPerWeight, digits: 2)) bits/weight  SNR \(snr)  \(TextTable.fixed(report.seconds, digits: 2)) s")
+        }
+        console.print(render(summary))
+        return 0
+    }
+
+    static func render(_ summary: CompressionSummary) -> String {
+        [
+            "Wrote \(summary.output)",
+            "  tensors compressed: \(summary.tensors.count), kept as they were: \(summary.kept.count)",
+            "  bytes: \(TextTable.grouped(summary.bytesBefore)) → \(TextTable.grouped(summary.bytesAfter)) (ratio \(TextTable.fixed(summary.ratio, digits: 2))×)",
+            "  bits per weight: \(TextTable.fixed(summary.compressedBitsPerWeight, digits: 2)) over compressed tensors, \(TextTable.fixed(summary.overallBitsPerWeight, digits: 2)) overall",
+            "  mean weight SNR: " + (summary.meanSNRDecibels.map { TextTable.fixed($0, digits: 1) + " dB" } ?? "exact"),
+            "  time: \(TextTable.fixed(summary.seconds, digits: 2)) s",
+        ].joined(separator: "\n")
+    }
+
+    static func threadCount(_ arguments: ParsedArguments, command: String) throws -> Int {
+        guard let text = arguments.value("--threads") else { return ProcessInfo.processInfo.activeProcessorCount }
+        guard let threads = Int(text), threads >= 1 else {
+            throw UsageError(command: command, message: "--threads expects a positive integer, got '\(text)'")
+        }
+        return threads
+    }
+}
+
+/// `shrink decompress`: write the dense model a compressed file represents.
+enum DecompressCommand {
+    static let command = ShrinkCommand(spec: spec, run: run)
+
+    static let spec = CommandSpec(
+        name: "decompress",
+        summary: "Decode every compressed tensor of a compressed model and write the dense model.",
+        arguments: [],
+        options: [
+            OptionSpec(name: "--input", valueName: "file", help: "The compressed model. Required."),
+            OptionSpec(name: "--output", valueName: "file", help: "Where to write the dense model (.safetensors). Required."),
+        ])
+
+    static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
+        guard let input = arguments.value("--input") else { throw UsageError(command: spec.name, message: "missing option --input <file>") }
+        guard let output = arguments.value("--output") else { throw UsageError(command: spec.name, message: "missing option --output <file>") }
+        try ModelCompressor.decompress(input: input, output: output)
+        console.print("Wrote \(output)")
+        return 0
+    }
+}
