@@ -78,6 +78,37 @@ public struct OpCompressionConfig: Equatable, Sendable {
     }
 }
 
+extension OpCompressionConfig {
+    /// The first setting that does not fit a weight of `shape` (its key path inside the config and
+    /// why), or `nil` when everything fits. Blocks, n:m groups and vectors run along the last axis.
+    public func mismatch(shape: [Int]) -> (key: String, reason: String)? {
+        guard shape.count >= 1 else { return ("", "a weight needs at least one dimension") }
+        let last = shape[shape.count - 1]
+        switch prune {
+        case .nOfM(_, let m)? where last % m != 0:
+            return ("prune.m", "m = \(m) does not divide the input dimension \(last)")
+        case .block(let size, _)? where last % size != 0:
+            return ("prune.block_size", "\(size) does not divide the input dimension \(last)")
+        default: break
+        }
+        if let quantize, case .perChannel(let axis) = quantize.granularity, axis >= shape.count {
+            return ("quantize.axis", "axis \(axis) does not exist")
+        }
+        if let palettize {
+            if case .perGroupedChannel(let axis, let size) = palettize.granularity {
+                guard axis < shape.count else { return ("palettize.channel_axis", "axis \(axis) does not exist") }
+                guard shape[axis] % size == 0 else {
+                    return ("palettize.group_size", "\(size) does not divide the \(shape[axis]) channels of axis \(axis)")
+                }
+            }
+            if palettize.clusterDim > 1, last % palettize.clusterDim != 0 {
+                return ("palettize.cluster_dim", "\(palettize.clusterDim) does not divide the input dimension \(last)")
+            }
+        }
+        return nil
+    }
+}
+
 /// Reads one JSON object of a recipe, tracking which keys were used so that unknown keys are
 /// reported with their key path.
 struct ConfigReader {

@@ -17,7 +17,7 @@ public enum CompressionError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .unreadableRecipe(let file, let reason): "\(file): cannot read recipe: \(reason)"
-        case .invalidRecipe(let file, let keyPath, let reason): "\(file): \(keyPath): \(reason)"
+        case .invalidRecipe(let file, let keyPath, let reason): keyPath.isEmpty ? "\(file): \(reason)" : "\(file): \(keyPath): \(reason)"
         case .recipeMismatch(let file, let keyPath, let reason): "\(file): \(keyPath): \(reason)"
         case .nonFiniteWeight(let tensor, let index, let value): "tensor '\(tensor)': element \(index) is \(value); weights must be finite"
         case .invalidWeight(let tensor, let reason): "tensor '\(tensor)': \(reason)"

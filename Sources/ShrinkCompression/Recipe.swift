@@ -138,30 +138,9 @@ public struct CompressionPlan: Sendable {
 
     /// Checks that axes, group sizes, blocks and n:m groups fit the tensor's shape.
     static func check(_ config: OpCompressionConfig, fits tensor: TensorDescriptor, file: String, rule: String) throws(CompressionError) {
-        let shape = tensor.shape, last = shape.last ?? 1
-        func fail(_ key: String, _ reason: String) -> CompressionError {
-            .recipeMismatch(file: file, keyPath: rule + "." + key, reason: "tensor '\(tensor.name)' of shape \(Shape.describe(shape)): \(reason)")
-        }
-        switch config.prune {
-        case .nOfM(_, let m)? where last % m != 0:
-            throw fail("prune.m", "m = \(m) does not divide the input dimension \(last)")
-        case .block(let size, _)? where last % size != 0:
-            throw fail("prune.block_size", "\(size) does not divide the input dimension \(last)")
-        default: break
-        }
-        if let quantize = config.quantize, case .perChannel(let axis) = quantize.granularity, axis >= shape.count {
-            throw fail("quantize.axis", "axis \(axis) does not exist")
-        }
-        if let palettize = config.palettize {
-            if case .perGroupedChannel(let axis, let size) = palettize.granularity {
-                guard axis < shape.count else { throw fail("palettize.channel_axis", "axis \(axis) does not exist") }
-                guard shape[axis] % size == 0 else {
-                    throw fail("palettize.group_size", "\(size) does not divide the \(shape[axis]) channels of axis \(axis)")
-                }
-            }
-            if palettize.clusterDim > 1, last % palettize.clusterDim != 0 {
-                throw fail("palettize.cluster_dim", "\(palettize.clusterDim) does not divide the input dimension \(last)")
-            }
+        if let mismatch = config.mismatch(shape: tensor.shape) {
+            throw .recipeMismatch(file: file, keyPath: rule + "." + mismatch.key,
+                                  reason: "tensor '\(tensor.name)' of shape \(Shape.describe(tensor.shape)): \(mismatch.reason)")
         }
     }
 }

@@ -11,13 +11,16 @@ public enum WeightCompressor {
     ///     minimise (calibrated passes supply it); `nil` weighs all elements alike.
     ///   - threads: threads used inside the pass (grouped LUTs are built in parallel).
     /// - Throws: `CompressionError.nonFiniteWeight` for NaN or infinity, `.invalidWeight` for an
-    ///   empty tensor or values a mode cannot represent.
+    ///   empty tensor, a config that does not fit its shape, or values a mode cannot represent.
     public static func encode(name: String, tensor: DenseTensor, config: OpCompressionConfig,
                               importance: [Float]? = nil, threads: Int = 1) throws(CompressionError) -> EncodedTensor {
         guard tensor.dtype.isFloatingPoint else {
             throw .invalidWeight(tensor: name, reason: "dtype \(tensor.dtype.rawValue) is not a float type")
         }
         guard tensor.elementCount > 0, !tensor.shape.isEmpty else { throw .invalidWeight(tensor: name, reason: "is empty") }
+        if let mismatch = config.mismatch(shape: tensor.shape) {
+            throw .invalidWeight(tensor: name, reason: "shape \(Shape.describe(tensor.shape)) does not fit \(mismatch.key): \(mismatch.reason)")
+        }
         let values = tensor.floats()
         if let bad = values.firstIndex(where: { !$0.isFinite }) {
             throw .nonFiniteWeight(tensor: name, index: bad, value: values[bad])

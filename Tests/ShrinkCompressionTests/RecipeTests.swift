@@ -1,0 +1,114 @@
+import Foundation
+import Testing
+import ShrinkCompression
+import ShrinkCore
+
+@Suite struct RecipeTests {
+    static func parse(_ json: String) throws(CompressionError) -> Recipe {
+        try Recipe.parse(Data(json.utf8), file: "r.json")
+    }
+
+    static let tensors = [
+        TensorDescriptor(name: "embed.weight", dtype: .f32, shape: [100, 16]),
+        TensorDescriptor(name: "layers.0.attn.q.weight", dtype: .f32, shape: [16, 16]),
+        TensorDescriptor(name: "layers.0.attn.q.bias", dtype: .f32, shape: [16]),
+        TensorDescriptor(name: "layers.0.ffn.up.weight", dtype: .f16, shape: [48, 16]),
+        TensorDescriptor(name: "layers.0.norm.weight", dtype: .f32, shape: [16]),
+    ]
+    static let roles = [
+        TensorRole(name: "embed.weight", op: "embed", opType: .embedding, layer: "embed"),
+        TensorRole(name: "layers.0.attn.q.weight", op: "layers.0.attn.q", opType: .linear, layer: "layers.0"),
+        TensorRole(name: "layers.0.attn.q.bias", op: "layers.0.attn.q", opType: .linear, layer: "layers.0"),
+        TensorRole(name: "layers.0.ffn.up.weight", op: "layers.0.ffn.up", opType: .linear, layer: "layers.0"),
+        TensorRole(name: "layers.0.norm.weight", op: "layers.0.norm", opType: .norm, layer: "layers.0"),
+    ]
+
+    func plan(_ json: String) throws(CompressionError) -> [String: String] {
+        let resolved = try CompressionPlan.resolve(try Self.parse(json), tensors: Self.tensors, roles: Self.roles)
+        var decisions: [String: String] = [:]
+        for entry in resolved.entries {
+            switch entry.decision {
+            case .compress(let config, let rule):
+                decisions[entry.tensor.name] = rule + (config.quantize.map { " q\($0.bits)" } ?? "") + (config.palettize.map { " p\($0.bits)" } ?? "")
+            case .keep(let reason): decisions[entry.tensor.name] = "keep: " + reason
+            }
+        }
+        return decisions
+    }
+
+    @Test func precedenceIsOpNameThenOpTypeThenGlobal() throws {
+        let decisions = try plan(#"""
+            {"global": {"palettize": {"bits": 2}},
+             "op_type": {"linear": {"quantize": {"bits": 8}}},
+             "op_name": {"layers\\.\\d+\\.ffn\\..*": {"palettize": {"bits": 6}}, "layers.0.attn.q": null}}
+            """#)
+        #expect(decisions["embed.weight"] == "global p2")
+        #expect(decisions["layers.0.attn.q.weight"] == "keep: op_name[\"layers.0.attn.q\"] is null")
+        #expect(decisions["layers.0.ffn.up.weight"] == "op_name[\"layers\\.\\d+\\.ffn\\..*\"] p6")
+        #expect(decisions["layers.0.attn.q.bias"] == "keep: 1-D tensor")
+        #expect(decisions["layers.0.norm.weight"] == "keep: 1-D tensor")
+    }
+
+    @Test func weightThresholdSkipsSmallTensors() throws {
+        let decisions = try plan(#"{"global": {"quantize": {"bits": 4, "granularity": "per_block"}}, "weight_threshold": 700}"#)
+        #expect(decisions["layers.0.attn.q.weight"] == "keep: 256 elements < weight_threshold 700")
+        #expect(decisions["layers.0.ffn.up.weight"] == "global q4")
+    }
+
+    @Test(arguments: [
+        (#"{"globl": {}}"#, "r.json: globl: unknown key (expected global, op_name, op_type, weight_threshold)"),
+        (#"{"global": {"palettize": {"bits": 5}}}"#, "r.json: global.palettize.bits: 5 is not one of 1, 2, 3, 4, 6, 8"),
+        (#"{"global": {"quantize": {"bits": 9}}}"#, "r.json: global.quantize.bits: 9 is outside 2…8"),
+        (#"{"global": {"quantize": {"bits": 4, "granulrity": "per_block"}}}"#, "r.json: global.quantize.granulrity: unknown key"),
+        (#"{"op_type": {"attention": null}}"#, "r.json: op_type.attention: unknown op type (expected linear, embedding, conv)"),
+        (#"{"op_type": {"linear": {"quantize": {}, "palettize": {}}}}"#, "r.json: op_type.linear: use either quantize or palettize, not both"),
+        (#"{"op_type": {"linear": {}}}"#, "r.json: op_type.linear: expected at least one of prune, quantize, palettize"),
+        (#"{"global": {"prune": {"mode": "magnitude"}}}"#, "r.json: global.prune.target_sparsity: required for magnitude pruning"),
+        (#"{"global": {"prune": {"mode": "magnitude", "target_sparsity": 1.0}}}"#, "r.json: global.prune.target_sparsity: 1.0 is outside 0.0…1.0 (exclusive)"),
+        (#"{"global": {"prune": {"mode": "n_m", "n": 4, "m": 4}}}"#, "r.json: global.prune.n: n (4) must be smaller than m (4)"),
+        (#"{"global": {"palettize": {"mode": "custom"}}}"#, "r.json: global.palettize.lut: mode \"custom\" needs a lut array of numbers"),
+        (#"{"global": {"palettize": {"bits": 1, "mode": "custom", "lut": [1, 2, 3]}}}"#, "r.json: global.palettize.lut: 3 values do not fit 2 entries of 1"),
+        (#"{"global": {"palettize": {"cluster_dim": 2, "mode": "uniform"}}}"#, "r.json: global.palettize.mode: vector palettes (cluster_dim > 1) support kmeans and custom"),
+        (#"{"global": {"prune": {"mode": "n_m"}, "palettize": {"cluster_dim": 2}}}"#, "r.json: global.palettize.cluster_dim: vector palettes cannot be combined with pruning"),
+        (#"{"op_name": {"(": null}}"#, "r.json: op_name[\"(\"]: not a valid regular expression"),
+        (#"{"weight_threshold": -1}"#, "r.json: weight_threshold: -1 is outside"),
+        (#"{"global": "int8"}"#, "r.json: global: expected an object, found string"),
+        (#"{"global": {"quantize": {"bits": 8}},}"#, "r.json: cannot read recipe: invalid JSON"),
+        ("[]", "r.json: expected an object, found array"),
+    ])
+    func invalidRecipesNameTheKeyPath(json: String, expected: String) {
+        do {
+            _ = try Self.parse(json)
+            Issue.record("accepted \(json)")
+        } catch {
+            #expect(error.description.hasPrefix(expected), "\(error)")
+        }
+    }
+
+    @Test(arguments: [
+        (#"{"op_name": {"layers\\.9\\..*": null}}"#, #"r.json: op_name["layers\.9\..*"]: matches no tensor or op of the model"#),
+        (#"{"global": {"palettize": {"granularity": "per_grouped_channel", "group_size": 32}}}"#,
+         "r.json: global.palettize.group_size: tensor 'embed.weight' of shape [100, 16]: 32 does not divide the 100 channels of axis 0"),
+        (#"{"op_type": {"linear": {"prune": {"mode": "n_m", "n": 2, "m": 32}}}}"#,
+         "r.json: op_type.linear.prune.m: tensor 'layers.0.attn.q.weight' of shape [16, 16]: m = 32 does not divide the input dimension 16"),
+        (#"{"global": {"quantize": {"axis": 2}}}"#, "r.json: global.quantize.axis: tensor 'embed.weight' of shape [100, 16]: axis 2 does not exist"),
+        (#"{"global": {"palettize": {"cluster_dim": 4}}, "op_type": {"embedding": {"palettize": {"cluster_dim": 2}}}}"#, ""),
+    ])
+    func recipesThatDoNotFitTheModelAreErrors(json: String, expected: String) {
+        do {
+            _ = try plan(json)
+            #expect(expected.isEmpty, "accepted \(json)")
+        } catch {
+            #expect(!expected.isEmpty && error.description == expected, "\(error)")
+        }
+    }
+
+    @Test func shippedRecipesParse() throws {
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("recipes")
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".json") }
+        #expect(files.count >= 9)
+        for file in files { _ = try Recipe.load(path: folder.appendingPathComponent(file).path) }
+        #expect(throws: CompressionError.unreadableRecipe(file: "/nonexistent.json", reason: "no such file")) { try Recipe.load(path: "/nonexistent.json") }
+    }
+}
