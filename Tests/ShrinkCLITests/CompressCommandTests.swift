@@ -1,0 +1,97 @@
+import Foundation
+import Testing
+import Shrink
+import ShrinkCLI
+import ShrinkCore
+import ShrinkIO
+import ShrinkTestSupport
+
+@Suite struct CompressCommandTests {
+    static let recipesFolder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("recipes").path
+
+    /// A tiny model with a linear layer, an embedding and a norm.
+    static func tinyModel(in folder: TemporaryDirectory, poison: Float? = nil) throws -> String {
+        var generator = SeededGenerator(seed: 3)
+        var weight = generator.floats(32 * 16, in: -0.3...0.3)
+        if let poison { weight[77] = poison }
+        let path = folder.file("tiny.safetensors")
+        try SafetensorsWriter.write([
+            ("layers.0.proj.weight", try DenseTensor(converting: weight, shape: [32, 16])),
+            ("layers.0.proj.bias", try DenseTensor(converting: generator.floats(32), shape: [32])),
+            ("embed.weight", try DenseTensor(converting: generator.floats(64 * 16), to: .f16, shape: [64, 16])),
+            ("layers.0.norm.weight", try DenseTensor(converting: generator.floats(16), shape: [16])),
+        ], to: path)
+        return path
+    }
+
+    static func recipe(_ json: String, in folder: TemporaryDirectory) throws -> String {
+        let path = folder.file("recipe.json")
+        try Data(json.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @Test func compressesInspectsAndDecompresses() throws {
+        let folder = TemporaryDirectory()
+        let model = try Self.tinyModel(in: folder)
+        let recipe = try Self.recipe(#"{"op_type": {"linear": {"quantize": {"bits": 4, "granularity": "per_block", "block_size": 8}}, "embedding": {"palettize": {"bits": 3}}}}"#, in: folder)
+        let output = folder.file("small.safetensors")
+        let result = run(["compress", "--model", model, "--recipe", recipe, "--output", output])
+        #expect(result.code == 0, "\(result.errors)")
+        #expect(result.errors.contains("layers.0.proj.weight  int4 symmetric per-block 8"))
+        #expect(result.output.contains("bits per weight:") && result.output.contains("ratio"))
+
+        let inspected = run(["inspect", output])
+        #expect(inspected.code == 0)
+        #expect(inspected.output.contains("palette 3-bit per-tensor") && inspected.output.contains("shrink compressed safetensors"))
+
+        let dense = folder.file("dense.safetensors")
+        #expect(run(["decompress", "--input", output, "--output", dense]).code == 0)
+        let compressed = try CompressedModel(file: try SafetensorsFile(path: output))
+        let decompressed = try SafetensorsFile(path: dense)
+        #expect(decompressed.entries.map(\.name).sorted() == ["embed.weight", "layers.0.norm.weight", "layers.0.proj.bias", "layers.0.proj.weight"])
+        for encoded in compressed.encodedTensors {
+            let tensor = try decompressed.tensor(named: encoded.name)
+            #expect(tensor.dtype == encoded.sourceDType)
+            let expected = try DenseTensor(converting: encoded.decode(), to: encoded.sourceDType, shape: encoded.shape)
+            #expect(Array(tensor.bytes) == Array(expected.bytes))
+        }
+    }
+
+    @Test func failuresLeaveNoOutputBehind() throws {
+        let folder = TemporaryDirectory()
+        let output = folder.file("out.safetensors")
+        let poisoned = try Self.tinyModel(in: folder, poison: .nan)
+        let recipe = try Self.recipe(#"{"global": {"palettize": {"bits": 4}}}"#, in: folder)
+        let nan = run(["compress", "--model", poisoned, "--recipe", recipe, "--output", output])
+        #expect(nan.code == 2)
+        #expect(nan.errors.hasSuffix("tensor 'layers.0.proj.weight': element 77 is nan; weights must be finite"))
+
+        let model = try Self.tinyModel(in: folder)
+        let badRecipe = try Self.recipe(#"{"global": {"palettize": {"bits": 4, "granularity": "per_grouped_channel", "group_size": 5}}}"#, in: folder)
+        let mismatch = run(["compress", "--model", model, "--recipe", badRecipe, "--output", output])
+        #expect(mismatch.code == 2)
+        #expect(mismatch.errors.contains("global.palettize.group_size: tensor 'layers.0.proj.weight' of shape [32, 16]: 5 does not divide the 32 channels of axis 0"))
+
+        #expect(run(["compress", "--model", model, "--output", output]).errors.contains("missing option --recipe"))
+        #expect(run(["compress", "--model", model, "--recipe", recipe, "--output", output, "--threads", "0"]).code == 2)
+        #expect(run(["decompress", "--input", model + ".missing", "--output", output]).code == 2)
+        #expect(!FileManager.default.fileExists(atPath: output))
+        #expect(folder.contents.allSatisfy { !$0.contains("out.safetensors") })
+    }
+
+    /// Every shipped recipe compresses the real all-MiniLM-L6-v2 and the result reads back.
+    @Test(arguments: try! FileManager.default.contentsOfDirectory(atPath: recipesFolder).filter { $0.hasSuffix(".json") }.sorted())
+    func shippedRecipesCompressMiniLM(recipe: String) throws {
+        let folder = TemporaryDirectory()
+        let output = folder.file("out.safetensors")
+        let result = run(["compress", "--model", TestModels.miniLM, "--recipe", Self.recipesFolder + "/" + recipe, "--output", output])
+        #expect(result.code == 0, "\(result.errors)")
+        let compressed = try CompressedModel(file: try SafetensorsFile(path: output))
+        #expect(compressed.encodedTensors.count >= 38, "every linear weight and the large embeddings")
+        let bytes = compressed.encodedTensors.reduce(0) { $0 + $1.byteCount } + compressed.denseTensors.reduce(0) { $0 + $1.tensor.byteCount }
+        #expect(bytes < 90_856_960 / 3)
+        #expect(compressed.metadata["shrink.source_sha256"] == "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db")
+        #expect(compressed.metadata["shrink.recipe_name"] == String(recipe.dropLast(5)))
+    }
+}
