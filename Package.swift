@@ -24,7 +24,10 @@ let package = Package(
         .executableTarget(
             name: "BlasBenchmark", dependencies: ["ShrinkCore", "ShrinkKernels"],
             path: "Benchmarks/BlasBenchmark", swiftSettings: kernelSettings),
-        .target(name: "ShrinkTestSupport", dependencies: ["ShrinkCore"], path: "Tests/ShrinkTestSupport"),
+        .executableTarget(
+            name: "PassBenchmark", dependencies: ["ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"],
+            path: "Benchmarks/PassBenchmark", swiftSettings: kernelSettings),
+        .target(name: "ShrinkTestSupport", dependencies: ["ShrinkCore", "ShrinkCompression"], path: "Tests/ShrinkTestSupport"),
         .testTarget(name: "ShrinkCoreTests", dependencies: ["ShrinkCore", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkIOTests", dependencies: ["ShrinkIO", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkKernelsTests", dependencies: ["ShrinkKernels", "ShrinkTestSupport"]),

@@ -78,7 +78,7 @@ public enum ModelCompressor {
             }
         }
         let planned = tasks
-        let results = try runConcurrently(planned.count, threads: threads) { taskIndex throws -> (EncodedTensor, TensorCompressionReport) in
+        let results = try Parallel.map(planned.count, threads: threads) { taskIndex throws -> (EncodedTensor, TensorCompressionReport) in
             let task = planned[taskIndex]
             let name = plan.entries[task.index].tensor.name
             let tensorStart = DispatchTime.now()
@@ -135,54 +135,5 @@ public enum ModelCompressor {
 
     static func seconds(since start: DispatchTime) -> Double {
         Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
-    }
-
-    /// Runs `body` for `0..<count` on `threads` workers; results in index order; rethrows the
-    /// first error (by index) after all workers stop.
-    static func runConcurrently<T>(_ count: Int, threads: Int, _ body: @Sendable (Int) throws -> T) throws -> [T] {
-        let results = ConcurrentResults<T>(count: count)
-        DispatchQueue.concurrentPerform(iterations: max(1, min(threads, count))) { _ in
-            while let index = results.claim() {
-                do { results.store(.success(try body(index)), at: index) } catch { results.store(.failure(error), at: index) }
-            }
-        }
-        return try results.collect()
-    }
-}
-
-/// Work claimed by index and results stored by index, shared by concurrent workers.
-final class ConcurrentResults<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var next = 0
-    private var failed = false
-    private var slots: [Result<T, any Error>?]
-
-    init(count: Int) { slots = Array(repeating: nil, count: count) }
-
-    func claim() -> Int? {
-        lock.withLock {
-            guard next < slots.count, !failed else { return nil }
-            defer { next += 1 }
-            return next
-        }
-    }
-
-    func store(_ result: Result<T, any Error>, at index: Int) {
-        lock.withLock {
-            slots[index] = result
-            if case .failure = result { failed = true }
-        }
-    }
-
-    func collect() throws -> [T] {
-        var values: [T] = []
-        for slot in slots {
-            switch slot {
-            case .success(let value)?: values.append(value)
-            case .failure(let error)?: throw error
-            case nil: continue
-            }
-        }
-        return values
     }
 }

@@ -23,34 +23,55 @@ enum LinearQuantizer {
         let layout = AffineEncoding(bits: config.bits, signed: config.signed, symmetric: config.symmetric,
                                     granularity: config.granularity, scaleDType: config.scaleDType)
         let groupCount = EncodingLayout.groupCount(config.granularity, shape: shape)
-        let groups = ElementGroups(count: values.count, groupCount: groupCount) { k in
+        var contiguous: ElementGroups?
+        if positions == nil {
+            switch config.granularity {
+            case .perTensor: contiguous = .contiguous(shape: shape, vectorSize: 1, perTensor: true, axis0GroupSize: nil, blockSize: nil)
+            case .perChannel(0): contiguous = .contiguous(shape: shape, vectorSize: 1, perTensor: false, axis0GroupSize: 1, blockSize: nil)
+            case .perBlock(let size): contiguous = .contiguous(shape: shape, vectorSize: 1, perTensor: false, axis0GroupSize: nil, blockSize: size)
+            default: break
+            }
+        }
+        let groups = contiguous ?? ElementGroups(count: values.count, groupCount: groupCount) { k in
             EncodingLayout.group(of: positions?[k] ?? k, config.granularity, shape: shape)
         }
         let qMin = config.signed ? -(1 << (config.bits - 1)) : 0
         let qMax = config.signed ? (1 << (config.bits - 1)) - 1 : (1 << config.bits) - 1
         var parameters = [GroupParameters](repeating: GroupParameters(scale: 0, zeroPoint: 0), count: groupCount)
         var codes = [UInt8](repeating: 0, count: values.count)
+        let ratios = config.clipSearch ? clipRatios : [1]
         for group in 0..<groupCount {
-            let members = groups.members(of: group)
-            guard !members.isEmpty else { continue }
-            var best: (error: Double, parameters: GroupParameters)?
-            for ratio in config.clipSearch ? clipRatios : [1] {
-                let candidate = parametersFor(members.map { values[$0] }, ratio: ratio, layout: layout, qMin: qMin, qMax: qMax)
-                var error = 0.0
-                for k in members {
-                    let q = quantize(values[k], candidate, layout: layout, qMin: qMin, qMax: qMax)
-                    let delta = Double(values[k] - candidate.scale * Float(q - effectiveZeroPoint(candidate, layout)))
-                    error += delta * delta * Double(importance?[k] ?? 1)
-                }
-                if best == nil || error < best!.error { best = (error, candidate) }
+            let begin = groups.offsets[group], end = groups.offsets[group + 1]
+            guard begin < end else { continue }
+            var low = Float.infinity, high = -Float.infinity
+            for slot in begin..<end {
+                let value = values[groups.member(slot)]
+                low = min(low, value)
+                high = max(high, value)
             }
-            guard best!.parameters.scale.isFinite else {
+            var best = parametersFor(low: low, high: high, ratio: 1, layout: layout, qMin: qMin, qMax: qMax)
+            if ratios.count > 1 {
+                var bestError = Double.infinity
+                for ratio in ratios {
+                    let candidate = parametersFor(low: low, high: high, ratio: ratio, layout: layout, qMin: qMin, qMax: qMax)
+                    let zeroPoint = effectiveZeroPoint(candidate, layout)
+                    var error = 0.0
+                    for slot in begin..<end {
+                        let k = groups.member(slot)
+                        let q = quantize(values[k], candidate, layout: layout, qMin: qMin, qMax: qMax)
+                        let delta = Double(values[k] - candidate.scale * Float(q - zeroPoint))
+                        error += delta * delta * Double(importance?[k] ?? 1)
+                    }
+                    if error < bestError { bestError = error; best = candidate }
+                }
+            }
+            guard best.scale.isFinite else {
                 throw .invalidWeight(tensor: tensor, reason: "a quantization scale overflows \(config.scaleDType.rawValue); use \"scale_dtype\": \"f32\"")
             }
-            parameters[group] = best!.parameters
-            for k in members {
-                let q = quantize(values[k], best!.parameters, layout: layout, qMin: qMin, qMax: qMax)
-                codes[k] = UInt8(q + layout.codeOffset)
+            parameters[group] = best
+            for slot in begin..<end {
+                let k = groups.member(slot)
+                codes[k] = UInt8(quantize(values[k], best, layout: layout, qMin: qMin, qMax: qMax) + layout.codeOffset)
             }
         }
         var parts: [String: DenseTensor] = [
@@ -69,13 +90,12 @@ enum LinearQuantizer {
         layout.symmetric ? layout.implicitZeroPoint : parameters.zeroPoint
     }
 
-    static func parametersFor(_ values: [Float], ratio: Float, layout: AffineEncoding, qMin: Int, qMax: Int) -> GroupParameters {
+    static func parametersFor(low: Float, high: Float, ratio: Float, layout: AffineEncoding, qMin: Int, qMax: Int) -> GroupParameters {
         if layout.symmetric {
-            let maximum = values.reduce(0) { max($0, abs($1)) } * ratio
+            let maximum = max(abs(low), abs(high)) * ratio
             let positiveLevels = Float((1 << (layout.bits - 1)) - 1)
             return GroupParameters(scale: StoredPrecision.round(maximum / positiveLevels, to: layout.scaleDType), zeroPoint: 0)
         }
-        let low = values.min()!, high = values.max()!
         let centre = (low + high) / 2, half = (high - low) / 2 * ratio
         guard half > 0 else {
             // A constant group c is exact as scale |c| and q − zeroPoint = ±1 (scale 0 when c = 0).
@@ -84,14 +104,14 @@ enum LinearQuantizer {
         }
         let scale = StoredPrecision.round(2 * half / Float(qMax - qMin), to: layout.scaleDType)
         guard scale > 0 else { return GroupParameters(scale: 0, zeroPoint: qMin) }
-        let zeroPoint = min(max(Int(((Float(qMin) - (centre - half) / scale)).rounded()), qMin), qMax)
+        let zeroPoint = min(max(Int((Float(qMin) - (centre - half) / scale).rounded(.toNearestOrEven)), qMin), qMax)
         return GroupParameters(scale: scale, zeroPoint: zeroPoint)
     }
 
     @inline(__always)
     static func quantize(_ value: Float, _ parameters: GroupParameters, layout: AffineEncoding, qMin: Int, qMax: Int) -> Int {
         guard parameters.scale > 0 else { return min(max(effectiveZeroPoint(parameters, layout), qMin), qMax) }
-        let q = Int((value / parameters.scale).rounded()) + effectiveZeroPoint(parameters, layout)
+        let q = Int((value / parameters.scale).rounded(.toNearestOrEven)) + effectiveZeroPoint(parameters, layout)
         return min(max(q, qMin), qMax)
     }
 }

@@ -11,8 +11,15 @@ public enum LloydKMeans {
     }
 
     /// Clusters `points` (`count × dimension`, row-major) with optional per-point importance.
+    ///
+    /// In one dimension the same algorithm runs on the sorted distinct values with prefix sums
+    /// (assignment by midpoints between centroids, means in O(1) per cluster): identical iterates,
+    /// O(k log n) per iteration after an O(n) sort.
     public static func cluster(_ points: [Float], dimension: Int, importance: [Float]? = nil, k: Int,
                                seed: UInt64 = 0, maximumIterations: Int = 100) -> Result {
+        if dimension == 1 {
+            return cluster1D(SortedWeights(points, importance: importance), k: k, seed: seed, maximumIterations: maximumIterations)
+        }
         let count = points.count / dimension
         precondition(count > 0 && k >= 1)
         var generator = SplitMix64(seed: seed)
@@ -69,6 +76,56 @@ public enum LloydKMeans {
             for c in 0..<clusters where weights[c] > 0 {
                 for d in 0..<dimension { centroids[c * dimension + d] = Float(sums[c * dimension + d] / weights[c]) }
             }
+        }
+        return Result(centroids: centroids, squaredError: error)
+    }
+
+    static func cluster1D(_ data: SortedWeights, k: Int, seed: UInt64, maximumIterations: Int) -> Result {
+        var generator = SplitMix64(seed: seed)
+        let n = data.count
+        // k-means++ over distinct values weighted by total importance (equal to seeding over all points).
+        func draw(_ weights: [Double]) -> Int {
+            let total = weights.reduce(0, +)
+            guard total > 0 else { return Int.random(in: 0..<n, using: &generator) }
+            var target = Double.random(in: 0..<total, using: &generator)
+            for index in 0..<n {
+                target -= weights[index]
+                if target < 0 { return index }
+            }
+            return n - 1
+        }
+        var centroids = [data.values[draw(data.weights)]]
+        var nearest = data.values.map { ($0 - centroids[0]) * ($0 - centroids[0]) }
+        while centroids.count < min(k, n) {
+            let chosen = data.values[draw((0..<n).map { Double(nearest[$0]) * data.weights[$0] })]
+            centroids.append(chosen)
+            for index in 0..<n { nearest[index] = min(nearest[index], (data.values[index] - chosen) * (data.values[index] - chosen)) }
+        }
+        centroids.sort()
+        var starts: [Int] = []
+        for _ in 0..<maximumIterations {
+            var next = [0]
+            for index in 1..<centroids.count {
+                let midpoint = (centroids[index - 1] + centroids[index]) / 2
+                var low = next.last!, high = n
+                while low < high {
+                    let middle = (low + high) / 2
+                    if data.values[middle] <= midpoint { low = middle + 1 } else { high = middle }
+                }
+                next.append(low)
+            }
+            if next == starts { break }
+            starts = next
+            // Empty clusters keep their centroid, as in Lloyd's algorithm.
+            centroids = starts.indices.map { index in
+                let end = index + 1 < starts.count ? starts[index + 1] : n
+                return starts[index] < end ? data.mean(starts[index], end) : centroids[index]
+            }.sorted()
+        }
+        var error = 0.0
+        for index in starts.indices {
+            let end = index + 1 < starts.count ? starts[index + 1] : n
+            if starts[index] < end { error += data.cost(starts[index], end) }
         }
         return Result(centroids: centroids, squaredError: error)
     }

@@ -10,14 +10,17 @@ import ShrinkCore
 /// so each row is filled by divide and conquer in O(n log n): O(k · n log n) in all.
 ///
 /// **Fallback for large tensors.** When there are more than `exactLimit` distinct values, run
-/// boundaries are restricted to `exactLimit` candidate positions chosen at equal steps of
-/// cumulative importance (never splitting equal values). The DP is then exactly optimal among
+/// boundaries are restricted to about `exactLimit` candidate positions, half at equal steps of
+/// cumulative importance and half at equal steps of value (never splitting equal values). The DP is then exactly optimal among
 /// clusterings with boundaries at those positions (costs still computed over every value), and
 /// Lloyd iterations over all distinct values refine it (each iteration never increases the
-/// error). Centroids are always exact weighted means of their runs.
+/// error) and a boundary-by-boundary descent polishes it; then the DP runs again, exactly, over
+/// windows of candidates around the boundaries found (a superset of the current solution, so
+/// never worse), followed by the same refinement. Centroids are always exact weighted
+/// means of their runs.
 public enum OptimalKMeans1D {
     /// The default limit of distinct values clustered exactly.
-    public static let defaultExactLimit = 4096
+    public static let defaultExactLimit = 2048
 
     /// A clustering: ascending centroids and the total weighted squared error.
     public struct Result: Sendable {
@@ -42,7 +45,17 @@ public enum OptimalKMeans1D {
         }
         let candidates = n <= exactLimit ? Array(0...n) : candidateBoundaries(data, count: exactLimit)
         var starts = dynamicProgram(data, candidates: candidates, k: k)
-        if n > exactLimit { starts = refine(data, starts: starts) }
+        if n > exactLimit {
+            starts = polish(data, starts: refine(data, starts: starts))
+            // Re-solve exactly over windows around the boundaries found: never worse, and it moves
+            // boundaries further than the local polish can.
+            let reach = max(8, exactLimit / (2 * max(starts.count, 1)))
+            var window = Set([0, n])
+            for start in starts.dropFirst() {
+                for candidate in max(1, start - reach)...min(n - 1, start + reach) { window.insert(candidate) }
+            }
+            starts = polish(data, starts: refine(data, starts: dynamicProgram(data, candidates: window.sorted(), k: k)))
+        }
         return result(data, starts: starts)
     }
 
@@ -58,53 +71,96 @@ public enum OptimalKMeans1D {
         return Result(centroids: centroids, squaredError: error)
     }
 
-    /// `count + 1` boundary positions (first 0, last n) at equal steps of cumulative weight.
+    /// About `count + 1` boundary positions (first 0, last n): half at equal steps of cumulative
+    /// weight (resolution where values are dense), half at equal steps of value (resolution in the
+    /// tails, where outliers sit and squared errors are largest).
     static func candidateBoundaries(_ data: SortedWeights, count: Int) -> [Int] {
         let n = data.count
         let total = data.sumWeight[n]
-        var boundaries = [0]
-        var position = 0
-        for step in 1..<count {
-            let target = total * Double(step) / Double(count)
-            // First prefix index whose cumulative weight reaches the target.
-            var low = position + 1, high = n
-            while low < high {
-                let middle = (low + high) / 2
-                if data.sumWeight[middle] < target { low = middle + 1 } else { high = middle }
-            }
-            if low > boundaries.last!, low < n {
-                boundaries.append(low)
-                position = low
-            }
+        var boundaries = Set([0, n])
+        let half = max(1, count / 2)
+        for step in 1..<half {
+            let target = total * Double(step) / Double(half)
+            boundaries.insert(lowerBound(n) { data.sumWeight[$0] < target })
         }
-        // Spread boundaries over positions if weight is concentrated (few candidates survived).
-        if boundaries.count < min(count, n) {
-            let stride = max(1, n / count)
-            boundaries = Array(Set(boundaries + Array(Swift.stride(from: 0, to: n, by: stride)))).sorted()
+        let low = data.values[0], high = data.values[n - 1]
+        for step in 1..<half {
+            let value = low + (high - low) * Float(step) / Float(half)
+            boundaries.insert(lowerBound(n) { data.values[$0] < value })
         }
-        boundaries.append(n)
-        return boundaries
+        return boundaries.filter { $0 >= 0 && $0 <= n }.sorted()
+    }
+
+    /// The first index in `0...n` for which `isBelow` is false (`isBelow` is monotone).
+    static func lowerBound(_ n: Int, _ isBelow: (Int) -> Bool) -> Int {
+        var low = 0, high = n
+        while low < high {
+            let middle = (low + high) / 2
+            if isBelow(middle) { low = middle + 1 } else { high = middle }
+        }
+        return low
     }
 
     /// Optimal split of distinct values into `k` runs with boundaries among `candidates`.
     static func dynamicProgram(_ data: SortedWeights, candidates: [Int], k: Int) -> [Int] {
         let m = candidates.count - 1  // Number of candidate units.
         let clusters = min(k, m)
+        // Prefix sums gathered at the candidates, so a run's cost needs no indirection.
+        let weight = candidates.map { data.sumWeight[$0] }
+        let first = candidates.map { data.sumFirst[$0] }
+        let second = candidates.map { data.sumSecond[$0] }
         var previous = [Double](repeating: .infinity, count: m + 1)
         var current = previous
-        // split[c][j]: where the last run starts for c+1 runs covering units [0, j).
-        var split = [[Int32]](repeating: [Int32](repeating: 0, count: m + 1), count: clusters)
-        for j in 1...m { previous[j] = data.cost(0, candidates[j]) }
-        previous[0] = 0
-        for c in 1..<max(clusters, 1) {
-            current = [Double](repeating: .infinity, count: m + 1)
-            fill(c, data, candidates, previous, &current, &split[c], low: c + 1, high: m, optLow: c, optHigh: m - 1)
-            swap(&previous, &current)
+        // split[c * (m + 1) + j]: where the last run starts for c+1 runs covering units [0, j).
+        var split = [Int32](repeating: 0, count: clusters * (m + 1))
+        weight.withUnsafeBufferPointer { weight in
+            first.withUnsafeBufferPointer { first in
+                second.withUnsafeBufferPointer { second in
+                    @inline(__always) func cost(_ begin: Int, _ end: Int) -> Double {
+                        let w = weight[end] - weight[begin]
+                        guard w > 0 else { return 0 }
+                        let f = first[end] - first[begin]
+                        return max(0, second[end] - second[begin] - f * f / w)
+                    }
+                    previous[0] = 0
+                    for j in 1...m { previous[j] = cost(0, j) }
+                    for c in 1..<max(clusters, 1) {
+                        previous.withUnsafeBufferPointer { previous in
+                            current.withUnsafeMutableBufferPointer { current in
+                                split.withUnsafeMutableBufferPointer { split in
+                                    let row = c * (m + 1)
+                                    for j in 0...m { current[j] = .infinity }
+                                    // Divide and conquer over j, using the monotonicity of the optimal split.
+                                    var stack: [(low: Int, high: Int, optLow: Int, optHigh: Int)] = [(c + 1, m, c, m - 1)]
+                                    while let (low, high, optLow, optHigh) = stack.popLast() {
+                                        guard low <= high else { continue }
+                                        let middle = (low + high) / 2
+                                        var best = Double.infinity
+                                        var bestSplit = optLow
+                                        var i = optLow
+                                        let last = min(optHigh, middle - 1)
+                                        while i <= last {
+                                            let value = previous[i] + cost(i, middle)
+                                            if value < best { best = value; bestSplit = i }
+                                            i += 1
+                                        }
+                                        current[middle] = best
+                                        split[row + middle] = Int32(bestSplit)
+                                        stack.append((low, middle - 1, optLow, bestSplit))
+                                        stack.append((middle + 1, high, bestSplit, optHigh))
+                                    }
+                                }
+                            }
+                        }
+                        swap(&previous, &current)
+                    }
+                }
+            }
         }
         var starts: [Int] = []
         var end = m
         for c in stride(from: clusters - 1, through: 1, by: -1) {
-            let start = Int(split[c][end])
+            let start = Int(split[c * (m + 1) + end])
             starts.append(candidates[start])
             end = start
         }
@@ -112,29 +168,32 @@ public enum OptimalKMeans1D {
         return starts.reversed()
     }
 
-    /// Divide and conquer: fills `current[j]` for `j ∈ [low, high]` knowing the optimal split lies
-    /// in `[optLow, optHigh]` and is monotone in `j`.
-    private static func fill(_ c: Int, _ data: SortedWeights, _ candidates: [Int], _ previous: [Double],
-                             _ current: inout [Double], _ split: inout [Int32], low: Int, high: Int, optLow: Int, optHigh: Int) {
-        guard low <= high else { return }
-        let middle = (low + high) / 2
-        var best = Double.infinity
-        var bestSplit = optLow
-        for i in optLow...min(optHigh, middle - 1) {
-            let value = previous[i] + data.cost(candidates[i], candidates[middle])
-            if value < best {
-                best = value
-                bestSplit = i
+    /// Moves each boundary between two runs to the nearby position (within 16 values) that
+    /// minimises the two runs' cost, until no move helps: a local optimum at the resolution of
+    /// single values, which Lloyd's midpoint rule can miss by a value or two.
+    static func polish(_ data: SortedWeights, starts initial: [Int], reach: Int = 16, passes: Int = 100) -> [Int] {
+        var starts = initial
+        for _ in 0..<passes {
+            var moved = false
+            for index in starts.indices.dropFirst() {
+                let lower = starts[index - 1] + 1
+                let upper = (index + 1 < starts.count ? starts[index + 1] : data.count) - 1
+                let end = index + 1 < starts.count ? starts[index + 1] : data.count
+                var best = starts[index]
+                var bestCost = data.cost(starts[index - 1], best) + data.cost(best, end)
+                for candidate in max(lower, best - reach)...min(upper, best + reach) where candidate != starts[index] {
+                    let cost = data.cost(starts[index - 1], candidate) + data.cost(candidate, end)
+                    if cost < bestCost { bestCost = cost; best = candidate }
+                }
+                if best != starts[index] { starts[index] = best; moved = true }
             }
+            if !moved { break }
         }
-        current[middle] = best
-        split[middle] = Int32(bestSplit)
-        fill(c, data, candidates, previous, &current, &split, low: low, high: middle - 1, optLow: optLow, optHigh: bestSplit)
-        fill(c, data, candidates, previous, &current, &split, low: middle + 1, high: high, optLow: bestSplit, optHigh: optHigh)
+        return starts
     }
 
     /// Lloyd iterations on sorted distinct values: runs end where the next centroid becomes nearer.
-    static func refine(_ data: SortedWeights, starts initial: [Int], iterations: Int = 100) -> [Int] {
+    static func refine(_ data: SortedWeights, starts initial: [Int], iterations: Int = 2000) -> [Int] {
         var starts = initial
         var error = result(data, starts: starts).squaredError
         for _ in 0..<iterations {

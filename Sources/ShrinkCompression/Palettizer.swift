@@ -148,16 +148,22 @@ enum Palettizer {
     static func assign(_ points: [Float], lut: [Float], dimension d: Int) -> [UInt8] {
         let entries = lut.count / d
         if d == 1 {
+            // Sorted entries and the midpoints between neighbours: a value's entry is the number of
+            // midpoints strictly below it (a value on a midpoint goes to the lower entry).
             let order = lut.indices.sorted { (lut[$0], $0) < (lut[$1], $1) }
             let sorted = order.map { lut[$0] }
-            return points.map { value in
-                var low = 0, high = entries - 1
-                while low < high {
-                    let middle = (low + high) / 2
-                    if sorted[middle] < value { low = middle + 1 } else { high = middle }
+            let midpoints = (1..<max(entries, 1)).map { (sorted[$0 - 1] + sorted[$0]) / 2 } + [.infinity]
+            let codes = order.map { UInt8($0) }
+            return midpoints.withUnsafeBufferPointer { midpoints in
+                points.map { value in
+                    var base = 0, length = entries
+                    while length > 1 {
+                        let half = length / 2
+                        base = midpoints[base + half - 1] < value ? base + half : base
+                        length -= half
+                    }
+                    return codes[base]
                 }
-                if low > 0, value - sorted[low - 1] <= sorted[low] - value { low -= 1 }
-                return UInt8(order[low])
             }
         }
         return (0..<(points.count / d)).map { vector in

@@ -23,13 +23,23 @@ struct SortedWeights {
         var weights: [Double] = []
         values.reserveCapacity(sorted.count)
         weights.reserveCapacity(sorted.count)
-        for (index, value) in sorted.enumerated() {
-            let weight = payload.map { Double($0[index]) } ?? 1
-            if let last = values.last, last == value {
-                weights[weights.count - 1] += weight
-            } else {
-                values.append(value)
-                weights.append(weight)
+        if let payload {
+            for (value, weight) in zip(sorted, payload) {
+                if let last = values.last, last == value {
+                    weights[weights.count - 1] += Double(weight)
+                } else {
+                    values.append(value)
+                    weights.append(Double(weight))
+                }
+            }
+        } else {
+            var index = 0
+            while index < sorted.count {
+                var end = index + 1
+                while end < sorted.count && sorted[end] == sorted[index] { end += 1 }
+                values.append(sorted[index])
+                weights.append(Double(end - index))
+                index = end
             }
         }
         let total = weights.reduce(0, +)

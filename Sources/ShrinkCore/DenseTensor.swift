@@ -25,7 +25,12 @@ public struct DenseTensor: Sendable {
         guard expected == bytes.count else {
             throw .byteCountMismatch(shape: shape, dtype: dtype, expected: expected, actual: bytes.count)
         }
-        let storage = TensorStorage(byteCount: expected) { buffer in _ = buffer.initializeMemory(as: UInt8.self, from: bytes) }
+        let storage = TensorStorage(byteCount: expected) { buffer in
+            let copied: Void? = bytes.withContiguousStorageIfAvailable { source in
+                buffer.copyMemory(from: UnsafeRawBufferPointer(source))
+            }
+            if copied == nil { _ = buffer.initializeMemory(as: UInt8.self, from: bytes) }
+        }
         try self.init(dtype: dtype, shape: shape, storage: storage)
     }
 

@@ -11,6 +11,14 @@ public enum PackedBits {
     /// Packs `values` (each `< 2^bits`).
     public static func pack(_ values: [UInt8], bits: Int) -> [UInt8] {
         precondition((1...8).contains(bits))
+        if bits == 8 { return values }
+        if bits == 4 {
+            return (0..<byteCount(count: values.count, bits: 4)).map { byte in
+                let low = values[2 * byte], high = 2 * byte + 1 < values.count ? values[2 * byte + 1] : 0
+                precondition(low < 16 && high < 16, "value does not fit in 4 bits")
+                return low | high << 4
+            }
+        }
         var bytes = [UInt8](repeating: 0, count: byteCount(count: values.count, bits: bits))
         var bitPosition = 0
         for value in values {

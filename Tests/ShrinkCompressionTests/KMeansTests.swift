@@ -1,4 +1,6 @@
 import Testing
+import ShrinkCore
+import ShrinkIO
 import ShrinkCompression
 import ShrinkTestSupport
 
@@ -52,5 +54,25 @@ import ShrinkTestSupport
         #expect(exact.squaredError <= lloyd.squaredError * (1 + 1e-9))
         #expect(fallback.squaredError <= lloyd.squaredError * (1 + 1e-9), "fallback \(fallback.squaredError) lloyd \(lloyd.squaredError)")
         #expect(fallback.squaredError <= exact.squaredError * 1.01)
+    }
+}
+
+/// Needs the real model (`scripts/fetch-models.py minilm`).
+@Suite struct MiniLMKMeansTests {
+    /// The optimal clustering (with its large-tensor fallback) is never worse than Lloyd's
+    /// algorithm seeded by k-means++ on any encoder linear layer of all-MiniLM-L6-v2.
+    @Test(arguments: [2, 3, 4])
+    func noWorseThanLloydOnEveryLinearLayer(bits: Int) throws {
+        let file = try SafetensorsFile(path: TestModels.miniLM + "/model.safetensors")
+        let layers = file.entries.filter { $0.name.hasPrefix("encoder.layer.") && $0.name.hasSuffix(".weight") && $0.shape.count == 2 }
+        #expect(layers.count == 36)
+        let worse = try Parallel.map(layers.count, threads: 2) { index -> String? in
+            let values = file.tensor(for: layers[index]).floats()
+            let optimal = OptimalKMeans1D.cluster(values, k: 1 << bits)
+            let lloyd = LloydKMeans.cluster(values, dimension: 1, k: 1 << bits, seed: 0)
+            return optimal.squaredError <= lloyd.squaredError * (1 + 1e-12) ? nil
+                : "\(layers[index].name): \(optimal.squaredError) > \(lloyd.squaredError)"
+        }.compactMap { $0 }
+        #expect(worse.isEmpty, "\(worse)")
     }
 }

@@ -2,9 +2,10 @@ import ShrinkCompression
 import ShrinkCore
 
 /// Every encoding the passes produce, by name: the list that drives the round-trip and decoding
-/// tests, so a new encoding is tested the day it is added here.
-enum EncodingCatalog {
-    static func quantize(_ bits: Int, symmetric: Bool, signed: Bool = true, _ granularity: QuantizationGranularity,
+/// tests, so a new encoding is tested the day it is added here. The builders also serve the
+/// benchmarks.
+public enum EncodingCatalog {
+    public static func quantize(_ bits: Int, symmetric: Bool, signed: Bool = true, _ granularity: QuantizationGranularity,
                          scale: DType = .f16, clip: Bool = false) -> OpCompressionConfig {
         var config = QuantizationConfig()
         config.bits = bits
@@ -16,7 +17,7 @@ enum EncodingCatalog {
         return OpCompressionConfig(quantize: config)
     }
 
-    static func palettize(_ bits: Int, _ mode: PalettizationConfig.Mode = .kmeans, _ granularity: PaletteGranularity = .perTensor,
+    public static func palettize(_ bits: Int, _ mode: PalettizationConfig.Mode = .kmeans, _ granularity: PaletteGranularity = .perTensor,
                           vector: Int = 1, lut: DType = .f16, channelScale: Bool = false) -> OpCompressionConfig {
         var config = PalettizationConfig()
         config.bits = bits
@@ -28,7 +29,7 @@ enum EncodingCatalog {
         return OpCompressionConfig(palettize: config)
     }
 
-    static var all: [(name: String, config: OpCompressionConfig)] {
+    public static var all: [(name: String, config: OpCompressionConfig)] {
         var list: [(String, OpCompressionConfig)] = []
         for bits in 2...8 {
             list.append(("int\(bits) symmetric per-channel", quantize(bits, symmetric: true, .perChannel(axis: 0))))
