@@ -64,11 +64,21 @@ public enum WeightCompressor {
             parts["values"] = try! DenseTensor(converting: kept, to: dtype, shape: positions == nil ? shape : [kept.count])
         }
         let encoding: WeightEncoding = config.prune.map { .sparse(SparseEncoding(pattern: $0.pattern), base: base) } ?? base
+        let encoded: EncodedTensor
         do {
-            return try EncodedTensor(name: name, shape: shape, sourceDType: tensor.dtype, encoding: encoding, parts: parts)
+            encoded = try EncodedTensor(name: name, shape: shape, sourceDType: tensor.dtype, encoding: encoding, parts: parts)
         } catch {
             throw .invalidWeight(tensor: name, reason: error.description)
         }
+        if config.palettize?.mode == .unique {
+            let decoded = encoded.decode()
+            let kept = positions ?? Array(values.indices)
+            if let lost = kept.first(where: { decoded[$0] != values[$0] }) {
+                throw .invalidWeight(tensor: name, reason: "unique palettization must be lossless but element \(lost) (\(values[lost])) "
+                                     + "decodes to \(decoded[lost]); use \"lut_dtype\": \"f32\" without per_channel_scale")
+            }
+        }
+        return encoded
     }
 }
 

@@ -78,6 +78,10 @@ import ShrinkTestSupport
         let tensor = try DenseTensor(converting: values, shape: [2, 4])
         let encoded = try WeightCompressor.encode(name: "w", tensor: tensor, config: EncodingCatalog.palettize(2, .unique, lut: .f32))
         #expect(encoded.decode() == values)
+        let inexact = try DenseTensor(converting: [0.1, 0.2, 0.1, 0.2], shape: [2, 2])
+        #expect(throws: CompressionError.invalidWeight(tensor: "w", reason: "unique palettization must be lossless but element 0 (0.1) decodes to 0.099975586; use \"lut_dtype\": \"f32\" without per_channel_scale")) {
+            try WeightCompressor.encode(name: "w", tensor: inexact, config: EncodingCatalog.palettize(2, .unique, lut: .f16))
+        }
         #expect(throws: CompressionError.invalidWeight(tensor: "w", reason: "has 4 distinct values in a LUT group; unique palettization with 1 bits allows 2")) {
             try WeightCompressor.encode(name: "w", tensor: tensor, config: EncodingCatalog.palettize(1, .unique))
         }
