@@ -17,9 +17,9 @@ let package = Package(
         .target(name: "ShrinkIO", dependencies: ["ShrinkCore"]),
         .target(name: "ShrinkKernels", dependencies: ["ShrinkCore", "CBLAS"], swiftSettings: kernelSettings),
         .target(name: "ShrinkCompression", dependencies: ["ShrinkCore"], swiftSettings: kernelSettings),
-        .target(name: "ShrinkModels", dependencies: ["ShrinkCore", "ShrinkIO"]),
+        .target(name: "ShrinkModels", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkKernels"]),
         .target(name: "Shrink", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkKernels", "ShrinkCompression", "ShrinkModels"]),
-        .target(name: "ShrinkCLI", dependencies: ["Shrink"]),
+        .target(name: "ShrinkCLI", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels"]),
         .executableTarget(name: "shrink", dependencies: ["ShrinkCLI"]),
         .executableTarget(
             name: "BlasBenchmark", dependencies: ["ShrinkCore", "ShrinkKernels"],
@@ -32,7 +32,7 @@ let package = Package(
         .testTarget(name: "ShrinkIOTests", dependencies: ["ShrinkIO", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkKernelsTests", dependencies: ["ShrinkKernels", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkCompressionTests", dependencies: ["ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"]),
-        .testTarget(name: "ShrinkModelsTests", dependencies: ["ShrinkModels"]),
+        .testTarget(name: "ShrinkModelsTests", dependencies: ["ShrinkModels", "Shrink", "ShrinkIO", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkCLITests", dependencies: ["ShrinkCLI", "Shrink", "ShrinkIO", "ShrinkTestSupport"]),
     ]
 )

@@ -39,21 +39,14 @@ public struct EncodedTensor: Sendable {
 
     /// The reference decoding to dense `Float` values in row-major order.
     public func decode() -> [Float] {
+        let reader = EncodedTensorReader(self)
         var output = [Float](repeating: 0, count: elementCount)
-        if case .sparse(_, let base) = encoding {
-            let mask = parts["mask"]!.bytes
-            var positions: [Int] = []
-            positions.reserveCapacity(elementCount)
-            for index in 0..<elementCount where PackedBits.value(at: index, bits: 1, in: mask) == 1 { positions.append(index) }
-            EncodingLayout.decode(base, shape: shape, parts: parts, positions: positions, into: &output)
-        } else {
-            EncodingLayout.decode(encoding, shape: shape, parts: parts, positions: nil, into: &output)
-        }
+        output.withUnsafeMutableBufferPointer { reader.decode(flatRange: 0..<elementCount, into: $0.baseAddress!) }
         return output
     }
 }
 
-/// Group arithmetic and the per-encoding reference decoders.
+/// Group arithmetic shared by the passes, the reference decoder and the kernels.
 public enum EncodingLayout {
     /// The coordinate of row-major flat index `position` along `axis` of `shape`.
     @inlinable
@@ -164,51 +157,6 @@ public enum EncodingLayout {
             let padding = mask.byteCount * 8 - total
             if padding > 0, mask.bytes[mask.byteCount - 1] >> (8 - padding) != 0 { throw fail("mask has bits set past the last element") }
             try validate(base, shape: shape, elements: kept, parts: parts, name: name)
-        }
-    }
-
-    /// Decodes `encoding` (not sparse) for the encoded elements at `positions` (all elements in
-    /// order when `nil`) into `output`.
-    static func decode(_ encoding: WeightEncoding, shape: [Int], parts: [String: DenseTensor], positions: [Int]?,
-                       into output: inout [Float]) {
-        let count = positions?.count ?? output.count
-        func position(_ k: Int) -> Int { positions?[k] ?? k }
-        switch encoding {
-        case .dense:
-            let values = parts["values"]!.floats()
-            for k in 0..<count { output[position(k)] = values[k] }
-        case .affine(let layout):
-            let codes = parts["codes"]!.bytes
-            let scales = parts["scales"]!.floats()
-            let zeroPoints = parts["zero_points"]?.floats()
-            for k in 0..<count {
-                let flat = position(k)
-                let group = group(of: flat, layout.granularity, shape: shape)
-                let q = Int(PackedBits.value(at: k, bits: layout.bits, in: codes)) - layout.codeOffset
-                let zeroPoint = zeroPoints.map { Int($0[group]) } ?? layout.implicitZeroPoint
-                output[flat] = scales[group] * Float(q - zeroPoint)
-            }
-        case .palette(let layout):
-            let indices = parts["indices"]!.bytes
-            var lut = parts["lut"]!.floats()
-            let groups = groupCount(layout.granularity, shape: shape)
-            let width = layout.entries * layout.vectorSize
-            if let lutScales = parts["lut_scales"]?.floats() {
-                for group in 0..<groups { for entry in 0..<width { lut[group * width + entry] *= lutScales[group] } }
-            }
-            let channelScales = parts["channel_scales"]?.floats()
-            for k in 0..<count {
-                let flat = position(k)
-                let vector = k / layout.vectorSize, lane = k % layout.vectorSize
-                let start = position(vector * layout.vectorSize)
-                let group = group(of: start, layout.granularity, shape: shape)
-                let index = Int(PackedBits.value(at: vector, bits: layout.bits, in: indices))
-                var value = lut[group * width + index * layout.vectorSize + lane]
-                if let channelScales { value *= channelScales[coordinate(flat, axis: layout.channelAxis, shape: shape)] }
-                output[flat] = value
-            }
-        case .sparse:
-            preconditionFailure("sparse encodings are decoded by EncodedTensor.decode")
         }
     }
 }

@@ -25,6 +25,14 @@ public enum BLASLibrary {
         return "\(config) (core: \(core))"
     }
 
+    /// Sets OpenBLAS's thread count (`openblas_set_num_threads`); other BLAS libraries (netlib) are
+    /// single-threaded and ignore it.
+    public static func setThreadCount(_ threads: Int) {
+        typealias SetThreads = @convention(c) (Int32) -> Void
+        guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "openblas_set_num_threads") else { return }
+        unsafeBitCast(symbol, to: SetThreads.self)(Int32(threads))
+    }
+
     /// A one-line description: the library path, OpenBLAS details and `OPENBLAS_CORETYPE` when set.
     public static var summary: String {
         var parts = [loadedPath ?? "BLAS library not found in /proc/self/maps"]

@@ -31,11 +31,12 @@ public struct WordPieceTokenizer: Sendable {
             throw .invalidFile(path: path, reason: "cannot read the vocabulary")
         }
         var vocabulary: [String: Int32] = [:]
-        var lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        // "\r\n" is one Character in Swift, so both line endings are separators here.
+        var lines = String(decoding: data, as: UTF8.self)
+            .split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
         if lines.last == "" { lines.removeLast() }
-        for (index, line) in lines.enumerated() {
-            let token = line.hasSuffix("\r") ? String(line.dropLast()) : String(line)
-            if vocabulary[token] == nil { vocabulary[token] = Int32(index) }
+        for (index, line) in lines.enumerated() where vocabulary[String(line)] == nil {
+            vocabulary[String(line)] = Int32(index)
         }
         func special(_ token: String) throws(ModelError) -> Int32 {
             guard let id = vocabulary[token] else { throw .invalidFile(path: path, reason: "the vocabulary has no \(token)") }

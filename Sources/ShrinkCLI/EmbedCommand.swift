@@ -1,0 +1,61 @@
+import Foundation
+import Shrink
+import ShrinkCore
+import ShrinkIO
+import ShrinkKernels
+import ShrinkModels
+
+/// `shrink embed`: sentence embeddings from a BERT model, dense or compressed.
+enum EmbedCommand {
+    static let command = ShrinkCommand(spec: spec, run: run)
+
+    static let spec = CommandSpec(
+        name: "embed",
+        summary: "Embed sentences (one per line) with a BERT sentence encoder, dense or compressed.",
+        arguments: [],
+        options: [
+            OptionSpec(name: "--model", valueName: "path", help: "Model folder, weights file (plain or compressed) or known name (default: minilm)."),
+            OptionSpec(name: "--base", valueName: "folder", help: "Folder with config.json and vocab.txt (default: the model's folder, else the minilm cache folder)."),
+            OptionSpec(name: "--input", valueName: "file", help: "UTF-8 text, one sentence per line. Required."),
+            OptionSpec(name: "--output", valueName: "file", help: "Where to write the tensor 'embeddings' [N, hidden] F32 (.safetensors). Required."),
+            OptionSpec(name: "--batch-size", valueName: "n", help: "Sentences per forward pass (default 32)."),
+            OptionSpec(name: "--threads", valueName: "n", help: "BLAS threads when the BLAS is OpenBLAS (default: all cores)."),
+        ])
+
+    static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
+        guard let input = arguments.value("--input") else { throw UsageError(command: spec.name, message: "missing option --input <file>") }
+        guard let output = arguments.value("--output") else { throw UsageError(command: spec.name, message: "missing option --output <file>") }
+        let batchSize = try positive(arguments, "--batch-size", default: 32)
+        BLASLibrary.setThreadCount(try positive(arguments, "--threads", default: ProcessInfo.processInfo.activeProcessorCount))
+        let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
+        let base = arguments.value("--base") ?? (location.configPath.map { ($0 as NSString).deletingLastPathComponent }
+            ?? ModelRegistry.directory(of: ModelRegistry.defaultEntry))
+        let encoder = try BertEncoder(config: try BertConfig(path: base + "/config.json"), source: try WeightSource(path: location.weightsPath))
+        let tokenizer = try WordPieceTokenizer(vocabularyFile: base + "/vocab.txt")
+        guard let data = FileManager.default.contents(atPath: input) else {
+            throw ShrinkIOError.cannotOpen(path: input, reason: "cannot read the input")
+        }
+        guard let text = String(data: data, encoding: .utf8) else { throw ShrinkIOError.cannotOpen(path: input, reason: "not UTF-8 text") }
+        // "\r\n" is one Character in Swift, so both line endings are separators here.
+        var lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }).map(String.init)
+        if lines.last == "" { lines.removeLast() }
+        let ids = lines.map(tokenizer.encode)
+        var embeddings: [Float] = []
+        embeddings.reserveCapacity(ids.count * encoder.config.hiddenSize)
+        let start = Date()
+        for batchStart in stride(from: 0, to: ids.count, by: batchSize) {
+            for embedding in encoder.embed(Array(ids[batchStart..<min(batchStart + batchSize, ids.count)])) { embeddings += embedding }
+        }
+        let seconds = Date().timeIntervalSince(start)
+        try SafetensorsWriter.write([("embeddings", try DenseTensor(converting: embeddings, shape: [ids.count, encoder.config.hiddenSize]))],
+                                    metadata: ["model": location.weightsPath], to: output)
+        console.print("Wrote \(ids.count) embeddings to \(output) (\(TextTable.fixed(Double(ids.count) / max(seconds, 1e-9), digits: 1)) sentences/s)")
+        return 0
+    }
+
+    static func positive(_ arguments: ParsedArguments, _ name: String, default fallback: Int) throws -> Int {
+        guard let text = arguments.value(name) else { return fallback }
+        guard let value = Int(text), value >= 1 else { throw UsageError(command: spec.name, message: "\(name) expects a positive integer, got '\(text)'") }
+        return value
+    }
+}

@@ -1,0 +1,86 @@
+/// The reference decoder of an `EncodedTensor`: decodes any run of flat (row-major) positions,
+/// for example one row of a linear layer or one embedding row, without decoding the rest.
+///
+/// Float views of the small parts (scales, zero points, LUTs with their int8 scales applied,
+/// channel scales) are made once; for a sparse tensor, the number of kept elements before each
+/// 8-element mask byte is precomputed so any position's encoded index is found in O(1).
+public final class EncodedTensorReader: @unchecked Sendable {
+    public let tensor: EncodedTensor
+    private let base: WeightEncoding
+    private let mask: UnsafeRawBufferPointer?
+    private let keptBeforeByte: [Int]
+    private let scales: [Float]
+    private let zeroPoints: [Float]?
+    private let lut: [Float]
+    private let channelScales: [Float]?
+    private let denseValues: [Float]
+    private let packed: UnsafeRawBufferPointer
+
+    public init(_ tensor: EncodedTensor) {
+        self.tensor = tensor
+        if case .sparse(_, let base) = tensor.encoding {
+            self.base = base
+            let mask = tensor.parts["mask"]!.bytes
+            self.mask = mask
+            var counts = [Int](repeating: 0, count: mask.count + 1)
+            for index in 0..<mask.count { counts[index + 1] = counts[index] + mask[index].nonzeroBitCount }
+            keptBeforeByte = counts
+        } else {
+            base = tensor.encoding
+            mask = nil
+            keptBeforeByte = []
+        }
+        scales = tensor.parts["scales"]?.floats() ?? []
+        zeroPoints = tensor.parts["zero_points"]?.floats()
+        channelScales = tensor.parts["channel_scales"]?.floats()
+        var lut = tensor.parts["lut"]?.floats() ?? []
+        if case .palette(let layout) = base, let lutScales = tensor.parts["lut_scales"]?.floats() {
+            let width = layout.entries * layout.vectorSize
+            for group in lutScales.indices { for entry in 0..<width { lut[group * width + entry] *= lutScales[group] } }
+        }
+        self.lut = lut
+        if case .dense = base { denseValues = tensor.parts["values"]!.floats() } else { denseValues = [] }
+        packed = (tensor.parts["codes"] ?? tensor.parts["indices"])?.bytes ?? UnsafeRawBufferPointer(start: nil, count: 0)
+    }
+
+    /// Decodes flat positions `flatRange` into `output[0..<flatRange.count]` (pruned positions are 0).
+    public func decode(flatRange: Range<Int>, into output: UnsafeMutablePointer<Float>) {
+        let shape = tensor.shape
+        for position in flatRange {
+            var element = position
+            if let mask {
+                let byte = position >> 3, bit = position & 7
+                guard (mask[byte] >> bit) & 1 == 1 else {
+                    output[position - flatRange.lowerBound] = 0
+                    continue
+                }
+                element = keptBeforeByte[byte] + (mask[byte] & ((1 << bit) - 1)).nonzeroBitCount
+            }
+            output[position - flatRange.lowerBound] = value(element: element, position: position, shape: shape)
+        }
+    }
+
+    @inline(__always)
+    private func value(element: Int, position: Int, shape: [Int]) -> Float {
+        switch base {
+        case .dense:
+            return denseValues[element]
+        case .affine(let layout):
+            let group = EncodingLayout.group(of: position, layout.granularity, shape: shape)
+            let q = Int(PackedBits.value(at: element, bits: layout.bits, in: packed)) - layout.codeOffset
+            let zeroPoint = zeroPoints.map { Int($0[group]) } ?? layout.implicitZeroPoint
+            return scales[group] * Float(q - zeroPoint)
+        case .palette(let layout):
+            let vector = element / layout.vectorSize, lane = element % layout.vectorSize
+            // Vectors never span rows (the vector size divides the last dimension) and are never sparse,
+            // so the vector's first element is at `position − lane`.
+            let group = EncodingLayout.group(of: position - lane, layout.granularity, shape: shape)
+            let index = Int(PackedBits.value(at: vector, bits: layout.bits, in: packed))
+            var result = lut[(group * layout.entries + index) * layout.vectorSize + lane]
+            if let channelScales { result *= channelScales[EncodingLayout.coordinate(position, axis: layout.channelAxis, shape: shape)] }
+            return result
+        case .sparse:
+            preconditionFailure("sparse encodings do not nest")
+        }
+    }
+}

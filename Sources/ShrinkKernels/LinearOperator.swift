@@ -1,0 +1,73 @@
+import ShrinkCore
+
+/// A linear layer `y = x · Wᵀ + b` over `rows` input rows, whatever the weight's encoding.
+public protocol LinearOperator: Sendable {
+    var inFeatures: Int { get }
+    var outFeatures: Int { get }
+    /// Computes `rows × outFeatures` outputs from `rows × inFeatures` inputs (row-major).
+    func forward(_ x: [Float], rows: Int, into y: inout [Float])
+}
+
+/// An fp32 weight multiplied through the system BLAS.
+public final class DenseLinear: LinearOperator, @unchecked Sendable {
+    public let inFeatures: Int
+    public let outFeatures: Int
+    let weights: [Float]
+    let bias: [Float]?
+
+    /// `weights` is `outFeatures × inFeatures`, row-major.
+    public init(weights: [Float], bias: [Float]?, outFeatures: Int, inFeatures: Int) {
+        precondition(weights.count == outFeatures * inFeatures && (bias?.count ?? outFeatures) == outFeatures)
+        self.weights = weights
+        self.bias = bias
+        self.outFeatures = outFeatures
+        self.inFeatures = inFeatures
+    }
+
+    public func forward(_ x: [Float], rows: Int, into y: inout [Float]) {
+        precondition(x.count >= rows * inFeatures && y.count >= rows * outFeatures)
+        weights.withUnsafeBufferPointer { w in
+            y.withUnsafeMutableBufferPointer { output in
+                if let bias {
+                    bias.withUnsafeBufferPointer { b in
+                        DenseMatmul.blas(x: x, rows: rows, weights: w.baseAddress!, outFeatures: outFeatures, inFeatures: inFeatures,
+                                         bias: b.baseAddress, output: output.baseAddress!)
+                    }
+                } else {
+                    DenseMatmul.blas(x: x, rows: rows, weights: w.baseAddress!, outFeatures: outFeatures, inFeatures: inFeatures,
+                                     bias: nil, output: output.baseAddress!)
+                }
+            }
+        }
+    }
+}
+
+/// The scalar reference for any encoded weight: each output row of the weight is decoded (into a
+/// row-sized scratch buffer, never the whole matrix) and dotted with every input row, accumulating
+/// in `Double`. Correct for every encoding; the optimized kernels are tested against it.
+public final class ReferenceEncodedLinear: LinearOperator, @unchecked Sendable {
+    public let inFeatures: Int
+    public let outFeatures: Int
+    let reader: EncodedTensorReader
+    let bias: [Float]?
+
+    public init(weight: EncodedTensor, bias: [Float]?) {
+        precondition(weight.shape.count == 2 && (bias?.count ?? weight.shape[0]) == weight.shape[0])
+        reader = EncodedTensorReader(weight)
+        self.bias = bias
+        outFeatures = weight.shape[0]
+        inFeatures = weight.shape[1]
+    }
+
+    public func forward(_ x: [Float], rows: Int, into y: inout [Float]) {
+        var row = [Float](repeating: 0, count: inFeatures)
+        for output in 0..<outFeatures {
+            row.withUnsafeMutableBufferPointer { reader.decode(flatRange: (output * inFeatures)..<((output + 1) * inFeatures), into: $0.baseAddress!) }
+            for input in 0..<rows {
+                var sum = Double(bias?[output] ?? 0)
+                for index in 0..<inFeatures { sum += Double(x[input * inFeatures + index]) * Double(row[index]) }
+                y[input * outFeatures + output] = Float(sum)
+            }
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import ShrinkCore
+import ShrinkIO
+import ShrinkKernels
+
+/// Rows of an embedding table, dense or encoded (an encoded table decodes only the rows asked for).
+public struct EmbeddingTable: Sendable {
+    public let rows: Int
+    public let columns: Int
+    private let dense: [Float]?
+    private let reader: EncodedTensorReader?
+
+    init(dense: [Float], rows: Int, columns: Int) {
+        self.dense = dense
+        reader = nil
+        self.rows = rows
+        self.columns = columns
+    }
+
+    init(encoded: EncodedTensor) {
+        dense = nil
+        reader = EncodedTensorReader(encoded)
+        rows = encoded.shape[0]
+        columns = encoded.shape[1]
+    }
+
+    /// Writes row `row` to `target[0..<columns]`.
+    public func gather(row: Int, into target: UnsafeMutablePointer<Float>) {
+        precondition(row >= 0 && row < rows)
+        if let dense {
+            dense.withUnsafeBufferPointer { target.update(from: $0.baseAddress! + row * columns, count: columns) }
+        } else {
+            reader!.decode(flatRange: (row * columns)..<((row + 1) * columns), into: target)
+        }
+    }
+
+    /// Adds row `row` to `target[0..<columns]`.
+    public func add(row: Int, into target: UnsafeMutablePointer<Float>) {
+        var scratch = [Float](repeating: 0, count: columns)
+        scratch.withUnsafeMutableBufferPointer { gather(row: row, into: $0.baseAddress!) }
+        for column in 0..<columns { target[column] += scratch[column] }
+    }
+}
+
+/// The weights of a model file (plain or compressed safetensors), handed out as the runtime
+/// pieces that execute them: dense fp32 weights through BLAS, encoded weights through their
+/// kernels, without decoding whole encoded tensors.
+public final class WeightSource: @unchecked Sendable {
+    public let path: String
+    let model: CompressedModel
+    let dense: [String: DenseTensor]
+    let encoded: [String: EncodedTensor]
+
+    /// Opens `path` (memory-mapped).
+    public init(path: String) throws {
+        self.path = path
+        model = try CompressedModel(file: try SafetensorsFile(path: path))
+        dense = Dictionary(uniqueKeysWithValues: model.denseTensors.map { ($0.name, $0.tensor) })
+        encoded = Dictionary(uniqueKeysWithValues: model.encodedTensors.map { ($0.name, $0) })
+    }
+
+    func floats(_ name: String, shape: [Int]) throws(ModelError) -> [Float] {
+        guard let tensor = dense[name] else {
+            throw .invalidWeight(tensor: name, reason: encoded[name] == nil ? "missing from \(path)" : "must not be compressed")
+        }
+        guard tensor.shape == shape, tensor.dtype.isFloatingPoint else {
+            throw .invalidWeight(tensor: name, reason: "is \(tensor.dtype.rawValue) \(Shape.describe(tensor.shape)), expected a float \(Shape.describe(shape))")
+        }
+        let values = tensor.floats()
+        if let bad = values.firstIndex(where: { !$0.isFinite }) {
+            throw .invalidWeight(tensor: name, reason: "element \(bad) is \(values[bad])")
+        }
+        return values
+    }
+
+    func checkShape(_ tensor: EncodedTensor, _ shape: [Int]) throws(ModelError) {
+        guard tensor.shape == shape else {
+            throw .invalidWeight(tensor: tensor.name, reason: "has shape \(Shape.describe(tensor.shape)), expected \(Shape.describe(shape))")
+        }
+    }
+
+    /// The linear op `name` (`name.weight` `[out, in]`, optional `name.bias` `[out]`).
+    func linear(_ name: String, out: Int, in inputs: Int) throws(ModelError) -> any LinearOperator {
+        let bias = dense[name + ".bias"] == nil ? nil : try floats(name + ".bias", shape: [out])
+        if let weight = encoded[name + ".weight"] {
+            try checkShape(weight, [out, inputs])
+            return ReferenceEncodedLinear(weight: weight, bias: bias)
+        }
+        return DenseLinear(weights: try floats(name + ".weight", shape: [out, inputs]), bias: bias, outFeatures: out, inFeatures: inputs)
+    }
+
+    /// The embedding table `name` with `columns` columns.
+    func embedding(_ name: String, columns: Int) throws(ModelError) -> EmbeddingTable {
+        if let table = encoded[name] {
+            guard table.shape.count == 2, table.shape[1] == columns else {
+                throw .invalidWeight(tensor: name, reason: "has shape \(Shape.describe(table.shape)), expected [rows, \(columns)]")
+            }
+            return EmbeddingTable(encoded: table)
+        }
+        guard let tensor = dense[name], tensor.shape.count == 2 else { throw .invalidWeight(tensor: name, reason: "missing from \(path)") }
+        return EmbeddingTable(dense: try floats(name, shape: [tensor.shape[0], columns]), rows: tensor.shape[0], columns: columns)
+    }
+
+    /// LayerNorm `name` (`name.weight`, `name.bias`).
+    func layerNorm(_ name: String, size: Int) throws(ModelError) -> LayerNormWeights {
+        LayerNormWeights(gamma: try floats(name + ".weight", shape: [size]), beta: try floats(name + ".bias", shape: [size]))
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+import Shrink
+import ShrinkCompression
+import ShrinkCore
+import ShrinkIO
+import ShrinkModels
+import ShrinkTestSupport
+
+/// all-MiniLM-L6-v2 against the reference implementation's embeddings (sentence-transformers,
+/// fp32, each sentence alone). Needs the model: scripts/fetch-models.py minilm.
+@Suite struct BertEncoderTests {
+    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/minilm-reference")
+
+    static func referenceSentences() throws -> [String] {
+        try String(contentsOf: fixtures.appendingPathComponent("sentences.txt"), encoding: .utf8)
+            .split(separator: "\n", omittingEmptySubsequences: false).map(String.init).filter { !$0.isEmpty }
+    }
+
+    static func referenceEmbeddings() throws -> [[Float]] {
+        let values = try SafetensorsFile(path: fixtures.appendingPathComponent("embeddings.safetensors").path).tensor(named: "embeddings").floats()
+        return stride(from: 0, to: values.count, by: 384).map { Array(values[$0..<($0 + 384)]) }
+    }
+
+    static func cosine(_ a: [Float], _ b: [Float]) -> Double {
+        var dot = 0.0, na = 0.0, nb = 0.0
+        for (x, y) in zip(a, b) { dot += Double(x) * Double(y); na += Double(x) * Double(x); nb += Double(y) * Double(y) }
+        return dot / (na.squareRoot() * nb.squareRoot())
+    }
+
+    static func encoder(weights: String) throws -> BertEncoder {
+        try BertEncoder(config: try BertConfig(path: TestModels.miniLM + "/config.json"), source: try WeightSource(path: weights))
+    }
+
+    @Test func fp32EmbeddingsMatchTheReference() throws {
+        let tokenizer = try WordPieceTokenizer(vocabularyFile: TestModels.miniLM + "/vocab.txt")
+        let encoder = try Self.encoder(weights: TestModels.miniLM + "/model.safetensors")
+        let sentences = try Self.referenceSentences()
+        let reference = try Self.referenceEmbeddings()
+        let ids = sentences.map(tokenizer.encode)
+        var worst = (index: -1, cosine: 1.0)
+        for (index, sequence) in ids.enumerated() {
+            let embedding = encoder.embed([sequence])[0]
+            let cosine = Self.cosine(embedding, reference[index])
+            if cosine < worst.cosine { worst = (index, cosine) }
+        }
+        #expect(worst.cosine >= 0.9999, "worst sentence \(worst.index): cosine \(worst.cosine)")
+        // A packed batch gives the same embeddings as one sentence at a time.
+        let batch = encoder.embed(Array(ids.prefix(32)))
+        for index in 0..<32 {
+            #expect(Self.cosine(batch[index], reference[index]) >= 0.9999, "batched sentence \(index)")
+        }
+    }
+
+    @Test func compressedWeightsRunThroughTheReferenceKernels() throws {
+        let folder = TemporaryDirectory()
+        let recipe = folder.file("recipe.json")
+        try Data(#"{"global": {"quantize": {"bits": 8}}, "weight_threshold": 2048}"#.utf8).write(to: URL(fileURLWithPath: recipe))
+        let output = folder.file("int8.safetensors")
+        _ = try ModelCompressor.compress(model: try ModelLocation.resolve(TestModels.miniLM), recipe: try Recipe.load(path: recipe), output: output)
+        let encoder = try Self.encoder(weights: output)
+        let tokenizer = try WordPieceTokenizer(vocabularyFile: TestModels.miniLM + "/vocab.txt")
+        let reference = try Self.referenceEmbeddings()
+        let sentences = try Self.referenceSentences()
+        for index in [0, 1, 100, 258] {
+            let cosine = Self.cosine(encoder.embed([tokenizer.encode(sentences[index])])[0], reference[index])
+            #expect(cosine >= 0.995, "int8 sentence \(index): cosine \(cosine)")
+        }
+    }
+}
