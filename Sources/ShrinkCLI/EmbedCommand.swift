@@ -31,7 +31,8 @@ enum EmbedCommand {
         let base = arguments.value("--base") ?? (location.configPath.map { ($0 as NSString).deletingLastPathComponent }
             ?? ModelRegistry.directory(of: ModelRegistry.defaultEntry))
         let encoder = try BertEncoder(config: try BertConfig(path: base + "/config.json"), source: try WeightSource(path: location.weightsPath))
-        let tokenizer = try WordPieceTokenizer(vocabularyFile: base + "/vocab.txt")
+        let tokenizer = try WordPieceTokenizer(vocabularyFile: base + "/vocab.txt", maximumLength: min(256, encoder.config.maxPositions))
+        try encoder.check(tokenizer, vocabularyFile: base + "/vocab.txt")
         guard let data = FileManager.default.contents(atPath: input) else {
             throw ShrinkIOError.cannotOpen(path: input, reason: "cannot read the input")
         }

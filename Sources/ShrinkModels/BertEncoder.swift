@@ -46,15 +46,28 @@ public final class BertEncoder: @unchecked Sendable {
         self.layers = layers
     }
 
+    /// Checks that every id `tokenizer` can produce has an embedding row and that its longest
+    /// output fits the position table.
+    public func check(_ tokenizer: WordPieceTokenizer, vocabularyFile: String) throws(ModelError) {
+        let largest = Int(tokenizer.vocabulary.values.max() ?? 0)
+        guard largest < wordEmbeddings.rows else {
+            throw .invalidFile(path: vocabularyFile, reason: "token id \(largest) has no row in the \(wordEmbeddings.rows)-row word embedding table")
+        }
+        guard tokenizer.maximumLength <= positionEmbeddings.rows, typeEmbeddings.rows >= 1 else {
+            throw .invalidFile(path: vocabularyFile, reason: "sequences of \(tokenizer.maximumLength) tokens do not fit \(positionEmbeddings.rows) positions")
+        }
+    }
+
     /// Sentence embeddings (`hiddenSize` floats each, unit length) of token-id sequences.
-    /// - Precondition: every sequence is non-empty, at most `maxPositions` long, ids within the vocabulary.
+    /// - Precondition: every sequence is non-empty, fits the position table and its ids have
+    ///   embedding rows (`check(_:vocabularyFile:)` guarantees it for a tokenizer's output).
     public func embed(_ sequences: [[Int32]]) -> [[Float]] {
         let hidden = config.hiddenSize
         let total = sequences.reduce(0) { $0 + $1.count }
         var states = [Float](repeating: 0, count: total * hidden)
         var row = 0
         for sequence in sequences {
-            precondition(!sequence.isEmpty && sequence.count <= config.maxPositions)
+            precondition(!sequence.isEmpty && sequence.count <= positionEmbeddings.rows)
             for (position, id) in sequence.enumerated() {
                 states.withUnsafeMutableBufferPointer { buffer in
                     let target = buffer.baseAddress! + row * hidden

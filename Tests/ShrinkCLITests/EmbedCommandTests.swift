@@ -20,13 +20,21 @@ import ShrinkTestSupport
         }
     }
 
-    @Test func badArgumentsAndFilesExitWithTwo() {
+    @Test func badArgumentsAndFilesExitWithTwo() throws {
         let folder = TemporaryDirectory()
         let output = folder.file("out.safetensors")
         #expect(run(["embed", "--model", TestModels.miniLM, "--input", folder.file("missing.txt"), "--output", output]).code == 2)
         #expect(run(["embed", "--model", TestModels.miniLM, "--output", output]).errors.contains("missing option --input"))
         #expect(run(["embed", "--input", "x", "--output", output, "--batch-size", "0"]).code == 2)
         #expect(run(["embed", "--model", TestModels.miniLM, "--base", folder.path, "--input", "x", "--output", output]).errors.contains("config.json"))
+        // A vocabulary larger than the embedding table is an error, not a crash.
+        try FileManager.default.copyItem(atPath: TestModels.miniLM + "/config.json", toPath: folder.file("config.json"))
+        let vocabulary = try String(contentsOfFile: TestModels.miniLM + "/vocab.txt", encoding: .utf8) + "extra1\nextra2\n"
+        try vocabulary.write(toFile: folder.file("vocab.txt"), atomically: true, encoding: .utf8)
+        let input = folder.file("in.txt")
+        try "extra2".write(toFile: input, atomically: true, encoding: .utf8)
+        let mismatch = run(["embed", "--model", TestModels.miniLM, "--base", folder.path, "--input", input, "--output", output])
+        #expect(mismatch.code == 2 && mismatch.errors.contains("token id 30523 has no row in the 30522-row word embedding table"), "\(mismatch.errors)")
         #expect(!FileManager.default.fileExists(atPath: output))
     }
 }
