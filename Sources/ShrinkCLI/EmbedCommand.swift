@@ -19,18 +19,19 @@ enum EmbedCommand {
             OptionSpec(name: "--input", valueName: "file", help: "UTF-8 text, one sentence per line. Required."),
             OptionSpec(name: "--output", valueName: "file", help: "Where to write the tensor 'embeddings' [N, hidden] F32 (.safetensors). Required."),
             OptionSpec(name: "--batch-size", valueName: "n", help: "Sentences per forward pass (default 32)."),
-            OptionSpec(name: "--threads", valueName: "n", help: "BLAS threads when the BLAS is OpenBLAS (default: all cores)."),
+            OptionSpec(name: "--threads", valueName: "n", help: "Threads for compressed layers, and for BLAS when it is OpenBLAS (default: all cores)."),
         ])
 
     static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
         guard let input = arguments.value("--input") else { throw UsageError(command: spec.name, message: "missing option --input <file>") }
         guard let output = arguments.value("--output") else { throw UsageError(command: spec.name, message: "missing option --output <file>") }
         let batchSize = try positive(arguments, "--batch-size", default: 32)
-        BLASLibrary.setThreadCount(try positive(arguments, "--threads", default: ProcessInfo.processInfo.activeProcessorCount))
+        let threads = try positive(arguments, "--threads", default: ProcessInfo.processInfo.activeProcessorCount)
+        BLASLibrary.setThreadCount(threads)
         let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
         let base = arguments.value("--base") ?? (location.configPath.map { ($0 as NSString).deletingLastPathComponent }
             ?? ModelRegistry.directory(of: ModelRegistry.defaultEntry))
-        let encoder = try BertEncoder(config: try BertConfig(path: base + "/config.json"), source: try WeightSource(path: location.weightsPath))
+        let encoder = try BertEncoder(config: try BertConfig(path: base + "/config.json"), source: try WeightSource(path: location.weightsPath, threads: threads))
         let tokenizer = try WordPieceTokenizer(vocabularyFile: base + "/vocab.txt", maximumLength: min(256, encoder.config.maxPositions))
         try encoder.check(tokenizer, vocabularyFile: base + "/vocab.txt")
         guard let data = FileManager.default.contents(atPath: input) else {

@@ -1,3 +1,4 @@
+import Foundation
 import ShrinkCore
 import ShrinkIO
 import ShrinkKernels
@@ -50,9 +51,13 @@ public final class WeightSource: @unchecked Sendable {
     let dense: [String: DenseTensor]
     let encoded: [String: EncodedTensor]
 
-    /// Opens `path` (memory-mapped).
-    public init(path: String) throws {
+    /// Threads each encoded linear layer splits its output rows over.
+    public let threads: Int
+
+    /// Opens `path` (memory-mapped); encoded layers will use `threads` threads.
+    public init(path: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount) throws {
         self.path = path
+        self.threads = threads
         model = try CompressedModel(file: try SafetensorsFile(path: path))
         dense = Dictionary(uniqueKeysWithValues: model.denseTensors.map { ($0.name, $0.tensor) })
         encoded = Dictionary(uniqueKeysWithValues: model.encodedTensors.map { ($0.name, $0) })
@@ -83,7 +88,7 @@ public final class WeightSource: @unchecked Sendable {
         let bias = dense[name + ".bias"] == nil ? nil : try floats(name + ".bias", shape: [out])
         if let weight = encoded[name + ".weight"] {
             try checkShape(weight, [out, inputs])
-            return ReferenceEncodedLinear(weight: weight, bias: bias)
+            return PackedLinear(weight: weight, bias: bias, threads: threads)
         }
         return DenseLinear(weights: try floats(name + ".weight", shape: [out, inputs]), bias: bias, outFeatures: out, inFeatures: inputs)
     }

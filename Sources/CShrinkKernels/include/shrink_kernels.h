@@ -1,0 +1,31 @@
+// Decode and dot loops that need x86 vector instructions Swift cannot select per function.
+// Every function has a Swift reference twin in ShrinkKernels and the same tests; callers check
+// shrink_cpu_has_avx512() once and use the Swift path otherwise.
+#ifndef SHRINK_KERNELS_H
+#define SHRINK_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/// 1 when the CPU and OS support AVX-512 F and BW (the kernels below), else 0.
+int shrink_cpu_has_avx512(void);
+
+/// out[i] = scales[i / block] * codes[i] - offsets[i / block] for i in [0, n): 8-bit codes.
+void shrink_decode_affine_u8(const uint8_t *codes, size_t n, const float *scales, const float *offsets,
+                             size_t block, float *out);
+
+/// Same with 4-bit codes packed two per byte, element 2k in the low nibble of byte k; n even.
+void shrink_decode_affine_u4(const uint8_t *packed, size_t n, const float *scales, const float *offsets,
+                             size_t block, float *out);
+
+/// out[i] = lut[indices[i]] for 8-bit indices (lut has 256 entries).
+void shrink_decode_lut_u8(const uint8_t *indices, size_t n, const float *lut, float *out);
+
+/// out[i] = lut[index i] for 4-bit indices packed two per byte, low nibble first (lut has 16
+/// entries); n even.
+void shrink_decode_lut_u4(const uint8_t *packed, size_t n, const float *lut, float *out);
+
+/// Sum of a[i] * b[i], accumulated in 16 float lanes then reduced.
+float shrink_dot_f32(const float *a, const float *b, size_t n);
+
+#endif

@@ -1,0 +1,101 @@
+#include "shrink_kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+int shrink_cpu_has_avx512(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+}
+
+#define AVX512 __attribute__((target("avx512f,avx512bw")))
+
+AVX512 static inline __m512 widen_u8(const uint8_t *codes) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)codes)));
+}
+
+/// The 16 four-bit values of 8 packed bytes, low nibble first, as 32-bit lanes.
+AVX512 static inline __m512i widen_u4(const uint8_t *packed) {
+    __m128i bytes = _mm_loadl_epi64((const __m128i *)packed);
+    __m128i low = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+    __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0F));
+    return _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(low, high));
+}
+
+AVX512 void shrink_decode_affine_u8(const uint8_t *codes, size_t n, const float *scales, const float *offsets,
+                                    size_t block, float *out) {
+    size_t i = 0;
+    if (block % 16 == 0) {
+        for (; i + 16 <= n; i += 16) {
+            __m512 s = _mm512_set1_ps(scales[i / block]), o = _mm512_set1_ps(offsets[i / block]);
+            _mm512_storeu_ps(out + i, _mm512_fmsub_ps(widen_u8(codes + i), s, o));
+        }
+    }
+    for (; i < n; i++) out[i] = scales[i / block] * (float)codes[i] - offsets[i / block];
+}
+
+AVX512 void shrink_decode_affine_u4(const uint8_t *packed, size_t n, const float *scales, const float *offsets,
+                                    size_t block, float *out) {
+    size_t i = 0;
+    if (block % 16 == 0) {
+        for (; i + 16 <= n; i += 16) {
+            __m512 s = _mm512_set1_ps(scales[i / block]), o = _mm512_set1_ps(offsets[i / block]);
+            _mm512_storeu_ps(out + i, _mm512_fmsub_ps(_mm512_cvtepi32_ps(widen_u4(packed + i / 2)), s, o));
+        }
+    }
+    for (; i < n; i++) {
+        uint8_t code = (packed[i / 2] >> ((i & 1) * 4)) & 0x0F;
+        out[i] = scales[i / block] * (float)code - offsets[i / block];
+    }
+}
+
+AVX512 void shrink_decode_lut_u8(const uint8_t *indices, size_t n, const float *lut, float *out) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i index = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(indices + i)));
+        _mm512_storeu_ps(out + i, _mm512_i32gather_ps(index, lut, 4));
+    }
+    for (; i < n; i++) out[i] = lut[indices[i]];
+}
+
+AVX512 void shrink_decode_lut_u4(const uint8_t *packed, size_t n, const float *lut, float *out) {
+    __m512 table = _mm512_loadu_ps(lut);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm512_storeu_ps(out + i, _mm512_permutexvar_ps(widen_u4(packed + i / 2), table));
+    }
+    for (; i < n; i++) out[i] = lut[(packed[i / 2] >> ((i & 1) * 4)) & 0x0F];
+}
+
+AVX512 float shrink_dot_f32(const float *a, const float *b, size_t n) {
+    __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        sum0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), sum0);
+        sum1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), sum1);
+    }
+    if (i + 16 <= n) {
+        sum0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), sum0);
+        i += 16;
+    }
+    if (i < n) {
+        __mmask16 mask = (__mmask16)((1u << (n - i)) - 1);
+        sum1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, a + i), _mm512_maskz_loadu_ps(mask, b + i), sum1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
+}
+
+#else
+
+int shrink_cpu_has_avx512(void) { return 0; }
+void shrink_decode_affine_u8(const uint8_t *c, size_t n, const float *s, const float *o, size_t b, float *out) {
+    (void)c; (void)n; (void)s; (void)o; (void)b; (void)out;
+}
+void shrink_decode_affine_u4(const uint8_t *c, size_t n, const float *s, const float *o, size_t b, float *out) {
+    (void)c; (void)n; (void)s; (void)o; (void)b; (void)out;
+}
+void shrink_decode_lut_u8(const uint8_t *i, size_t n, const float *l, float *out) { (void)i; (void)n; (void)l; (void)out; }
+void shrink_decode_lut_u4(const uint8_t *i, size_t n, const float *l, float *out) { (void)i; (void)n; (void)l; (void)out; }
+float shrink_dot_f32(const float *a, const float *b, size_t n) { (void)a; (void)b; (void)n; return 0; }
+
+#endif

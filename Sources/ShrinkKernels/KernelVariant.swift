@@ -1,0 +1,71 @@
+import CShrinkKernels
+
+/// The implementations of the decode and dot loops. Tests and benchmarks iterate over
+/// `available`; `best` is chosen once from what the CPU reports.
+public enum KernelVariant: String, CaseIterable, Sendable {
+    /// Portable Swift loops (the reference twins of the vector kernels).
+    case swift
+    /// C with AVX-512 F/BW intrinsics (`CShrinkKernels`).
+    case avx512
+
+    /// The variants this CPU can run.
+    public static let available: [KernelVariant] = shrink_cpu_has_avx512() != 0 ? [.swift, .avx512] : [.swift]
+
+    /// The fastest variant this CPU can run.
+    public static let best: KernelVariant = available.last!
+
+    /// `out[i] = scales[i / block] · codes[i] − offsets[i / block]` (8-bit codes).
+    @inline(__always)
+    func decodeAffine8(_ codes: UnsafePointer<UInt8>, _ n: Int, _ scales: UnsafePointer<Float>, _ offsets: UnsafePointer<Float>,
+                       _ block: Int, _ out: UnsafeMutablePointer<Float>) {
+        switch self {
+        case .avx512: shrink_decode_affine_u8(codes, n, scales, offsets, block, out)
+        case .swift:
+            for i in 0..<n { out[i] = scales[i / block] * Float(codes[i]) - offsets[i / block] }
+        }
+    }
+
+    /// The same for 4-bit codes packed two per byte, low nibble first.
+    @inline(__always)
+    func decodeAffine4(_ packed: UnsafePointer<UInt8>, _ n: Int, _ scales: UnsafePointer<Float>, _ offsets: UnsafePointer<Float>,
+                       _ block: Int, _ out: UnsafeMutablePointer<Float>) {
+        switch self {
+        case .avx512: shrink_decode_affine_u4(packed, n, scales, offsets, block, out)
+        case .swift:
+            for i in 0..<n {
+                let code = (packed[i >> 1] >> UInt8((i & 1) * 4)) & 0x0F
+                out[i] = scales[i / block] * Float(code) - offsets[i / block]
+            }
+        }
+    }
+
+    /// `out[i] = lut[indices[i]]` (8-bit indices, 256-entry LUT).
+    @inline(__always)
+    func decodeLUT8(_ indices: UnsafePointer<UInt8>, _ n: Int, _ lut: UnsafePointer<Float>, _ out: UnsafeMutablePointer<Float>) {
+        switch self {
+        case .avx512: shrink_decode_lut_u8(indices, n, lut, out)
+        case .swift: for i in 0..<n { out[i] = lut[Int(indices[i])] }
+        }
+    }
+
+    /// `out[i] = lut[index i]` (4-bit indices packed two per byte, 16-entry LUT).
+    @inline(__always)
+    func decodeLUT4(_ packed: UnsafePointer<UInt8>, _ n: Int, _ lut: UnsafePointer<Float>, _ out: UnsafeMutablePointer<Float>) {
+        switch self {
+        case .avx512: shrink_decode_lut_u4(packed, n, lut, out)
+        case .swift: for i in 0..<n { out[i] = lut[Int((packed[i >> 1] >> UInt8((i & 1) * 4)) & 0x0F)] }
+        }
+    }
+
+    /// `Σ a[i] · b[i]`.
+    @inline(__always)
+    func dot(_ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, _ n: Int) -> Float {
+        switch self {
+        case .avx512: return shrink_dot_f32(a, b, n)
+        case .swift:
+            var sum: Float = 0
+            for i in 0..<n { sum += a[i] * b[i] }
+            return sum
+        }
+    }
+}

@@ -1,0 +1,201 @@
+import Dispatch
+import Foundation
+import ShrinkCore
+
+/// A linear layer over an encoded weight, repacked once at load and executed row by row: each
+/// output row's weights are decoded into a row-sized scratch buffer by a vector kernel and
+/// dotted with the input rows. Threads split the output rows.
+///
+/// Layouts (chosen at load; 4- and 8-bit codes are used in place, without a copy):
+/// - affine weights grouped per tensor, per output channel or per block along the input:
+///   `w = s · c − o` per group with `o = s · (codeOffset + zeroPoint)`; codes 4-bit packed (input
+///   dimension even) or one byte each;
+/// - palettes with one LUT per tensor or per group of output channels (scalar entries): the
+///   group's LUT (int8 LUT scales applied) is gathered by index; output-channel scales multiply
+///   the row's result;
+/// - every other encoding (sparse masks, F16/BF16, vector palettes, groups along the input axis):
+///   rows decoded by the reference reader, then the same dot kernel.
+public final class PackedLinear: LinearOperator, @unchecked Sendable {
+    public let inFeatures: Int
+    public let outFeatures: Int
+    public let threads: Int
+    public let variant: KernelVariant
+    let bias: [Float]?
+    let layout: Layout
+    /// Keeps the mapped or owned parts alive while `layout` points into them.
+    let weight: EncodedTensor
+    /// Codes or indices unpacked at load (widths other than 4 and 8 bits), freed with the layer.
+    let unpacked: UnsafeMutableBufferPointer<UInt8>?
+
+    enum Layout {
+        /// Per row: `blocksPerRow` (scale, offset) pairs; `codes` row stride in bytes.
+        case affine(codes: UnsafePointer<UInt8>, rowBytes: Int, fourBit: Bool, scales: [Float], offsets: [Float], block: Int, blocksPerRow: Int)
+        /// `luts[group]` has 16 (4-bit) or 256 entries; `rowGroup[row]`; `rowScale[row]` optional.
+        case palette(indices: UnsafePointer<UInt8>, rowBytes: Int, fourBit: Bool, luts: [[Float]], rowGroup: [Int], rowScale: [Float]?)
+        case generic(EncodedTensorReader)
+    }
+
+    /// Repacks `weight` (`[outFeatures, inFeatures]`) for `variant` with `threads` threads.
+    public init(weight: EncodedTensor, bias: [Float]?, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
+                variant: KernelVariant = .best) {
+        precondition(weight.shape.count == 2 && (bias?.count ?? weight.shape[0]) == weight.shape[0] && threads >= 1)
+        self.weight = weight
+        self.bias = bias
+        self.threads = threads
+        self.variant = variant
+        outFeatures = weight.shape[0]
+        inFeatures = weight.shape[1]
+        (layout, unpacked) = Self.repack(weight)
+    }
+
+    deinit { unpacked?.deallocate() }
+
+    static func repack(_ weight: EncodedTensor) -> (Layout, UnsafeMutableBufferPointer<UInt8>?) {
+        let rows = weight.shape[0], columns = weight.shape[1]
+        var unpacked: UnsafeMutableBufferPointer<UInt8>?
+        /// The stored codes in place (4-bit with an even row length, or 8-bit), else unpacked bytes.
+        func codes(_ part: DenseTensor, bits: Int) -> (UnsafePointer<UInt8>, Int, Bool) {
+            let stored = part.bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            if bits == 8 { return (stored, columns, false) }
+            if bits == 4 && columns % 2 == 0 { return (stored, columns / 2, true) }
+            let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(rows * columns, 1))
+            for index in 0..<(rows * columns) { buffer[index] = PackedBits.value(at: index, bits: bits, in: part.bytes) }
+            unpacked = buffer
+            return (UnsafePointer(buffer.baseAddress!), columns, false)
+        }
+        switch weight.encoding {
+        case .affine(let affine):
+            let block: Int
+            switch affine.granularity {
+            case .perTensor, .perChannel(axis: 0): block = columns
+            case .perBlock(let size): block = size
+            default: return (.generic(EncodedTensorReader(weight)), nil)
+            }
+            let blocksPerRow = (columns + block - 1) / block
+            let scales = weight.parts["scales"]!.floats()
+            let zeroPoints = weight.parts["zero_points"]?.floats()
+            var rowScales = [Float](repeating: 0, count: rows * blocksPerRow)
+            var offsets = rowScales
+            for row in 0..<rows {
+                for b in 0..<blocksPerRow {
+                    let group = EncodingLayout.group(of: row * columns + b * block, affine.granularity, shape: weight.shape)
+                    let zeroPoint = zeroPoints.map { Int($0[group]) } ?? affine.implicitZeroPoint
+                    rowScales[row * blocksPerRow + b] = scales[group]
+                    offsets[row * blocksPerRow + b] = scales[group] * Float(affine.codeOffset + zeroPoint)
+                }
+            }
+            let (pointer, rowBytes, fourBit) = codes(weight.parts["codes"]!, bits: affine.bits)
+            return (.affine(codes: pointer, rowBytes: rowBytes, fourBit: fourBit, scales: rowScales, offsets: offsets,
+                            block: block, blocksPerRow: blocksPerRow), unpacked)
+        case .palette(let palette) where palette.vectorSize == 1 && palette.channelAxis == 0:
+            let groups = EncodingLayout.groupCount(palette.granularity, shape: weight.shape)
+            var lut = weight.parts["lut"]!.floats()
+            if let lutScales = weight.parts["lut_scales"]?.floats() {
+                for group in 0..<groups { for entry in 0..<palette.entries { lut[group * palette.entries + entry] *= lutScales[group] } }
+            }
+            let (pointer, rowBytes, fourBit) = codes(weight.parts["indices"]!, bits: palette.bits)
+            let tableSize = fourBit ? 16 : 256
+            let luts = (0..<groups).map { group in
+                Array(lut[(group * palette.entries)..<((group + 1) * palette.entries)])
+                    + [Float](repeating: 0, count: tableSize - palette.entries)
+            }
+            let rowGroup = (0..<rows).map { EncodingLayout.group(of: $0 * columns, palette.granularity, shape: weight.shape) }
+            return (.palette(indices: pointer, rowBytes: rowBytes, fourBit: fourBit, luts: luts, rowGroup: rowGroup,
+                             rowScale: weight.parts["channel_scales"]?.floats()), unpacked)
+        default:
+            return (.generic(EncodedTensorReader(weight)), nil)
+        }
+    }
+
+    /// Decodes weight row `row` into `out[0..<inFeatures]`.
+    func decodeRow(_ row: Int, into out: UnsafeMutablePointer<Float>) {
+        switch layout {
+        case .affine(let codes, let rowBytes, let fourBit, let scales, let offsets, let block, let blocksPerRow):
+            scales.withUnsafeBufferPointer { s in
+                offsets.withUnsafeBufferPointer { o in
+                    let rowScales = s.baseAddress! + row * blocksPerRow, rowOffsets = o.baseAddress! + row * blocksPerRow
+                    if fourBit {
+                        variant.decodeAffine4(codes + row * rowBytes, inFeatures, rowScales, rowOffsets, block, out)
+                    } else {
+                        variant.decodeAffine8(codes + row * rowBytes, inFeatures, rowScales, rowOffsets, block, out)
+                    }
+                }
+            }
+        case .palette(let indices, let rowBytes, let fourBit, let luts, let rowGroup, _):
+            luts[rowGroup[row]].withUnsafeBufferPointer { lut in
+                if fourBit {
+                    variant.decodeLUT4(indices + row * rowBytes, inFeatures, lut.baseAddress!, out)
+                } else {
+                    variant.decodeLUT8(indices + row * rowBytes, inFeatures, lut.baseAddress!, out)
+                }
+            }
+        case .generic(let reader):
+            reader.decode(flatRange: (row * inFeatures)..<((row + 1) * inFeatures), into: out)
+        }
+    }
+
+    /// From this many input rows on, the weight is decoded into a transient fp32 buffer (one layer,
+    /// released after the call) and multiplied by the system BLAS, where decoding costs little
+    /// against the `rows × out × in` multiply-adds; below it, each row is decoded and dotted.
+    public static let blasRowThreshold = 32
+
+    public func forward(_ x: [Float], rows: Int, into y: inout [Float]) {
+        precondition(x.count >= rows * inFeatures && y.count >= rows * outFeatures)
+        if rows >= Self.blasRowThreshold {
+            forwardThroughBLAS(x, rows: rows, into: &y)
+            return
+        }
+        let rowScale: [Float]? = if case .palette(_, _, _, _, _, let scale) = layout { scale } else { nil }
+        // Contiguous row ranges, one per thread: each output is computed the same way whatever the
+        // thread count, so results are identical run to run.
+        let workers = min(threads, outFeatures)
+        y.withUnsafeMutableBufferPointer { output in
+            x.withUnsafeBufferPointer { input in
+                nonisolated(unsafe) let out = output.baseAddress!, inp = input.baseAddress!
+                let work: @Sendable (Int) -> Void = { worker in
+                    let scratch = UnsafeMutablePointer<Float>.allocate(capacity: self.inFeatures)
+                    defer { scratch.deallocate() }
+                    for row in (self.outFeatures * worker / workers)..<(self.outFeatures * (worker + 1) / workers) {
+                        self.decodeRow(row, into: scratch)
+                        let scale = rowScale?[row] ?? 1
+                        let shift = self.bias?[row] ?? 0
+                        for m in 0..<rows {
+                            out[m * self.outFeatures + row] = self.variant.dot(scratch, inp + m * self.inFeatures, self.inFeatures) * scale + shift
+                        }
+                    }
+                }
+                if workers == 1 {
+                    work(0)
+                } else {
+                    DispatchQueue.concurrentPerform(iterations: workers, execute: work)
+                }
+            }
+        }
+    }
+
+    func forwardThroughBLAS(_ x: [Float], rows: Int, into y: inout [Float]) {
+        let decoded = UnsafeMutablePointer<Float>.allocate(capacity: outFeatures * inFeatures)
+        defer { decoded.deallocate() }
+        nonisolated(unsafe) let target = decoded
+        let workers = min(threads, outFeatures)
+        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+            for row in (self.outFeatures * worker / workers)..<(self.outFeatures * (worker + 1) / workers) {
+                self.decodeRow(row, into: target + row * self.inFeatures)
+                if case .palette(_, _, _, _, _, let scale?) = self.layout {
+                    for column in 0..<self.inFeatures { target[row * self.inFeatures + column] *= scale[row] }
+                }
+            }
+        }
+        y.withUnsafeMutableBufferPointer { output in
+            if let bias {
+                bias.withUnsafeBufferPointer { b in
+                    DenseMatmul.blas(x: x, rows: rows, weights: decoded, outFeatures: outFeatures, inFeatures: inFeatures,
+                                     bias: b.baseAddress, output: output.baseAddress!)
+                }
+            } else {
+                DenseMatmul.blas(x: x, rows: rows, weights: decoded, outFeatures: outFeatures, inFeatures: inFeatures,
+                                 bias: nil, output: output.baseAddress!)
+            }
+        }
+    }
+}

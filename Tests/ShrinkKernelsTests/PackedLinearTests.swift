@@ -1,0 +1,62 @@
+import Testing
+import ShrinkCompression
+import ShrinkCore
+import ShrinkKernels
+import ShrinkTestSupport
+
+/// Every encoding × kernel variant × awkward shape × 1 and 2 threads, against the scalar reference
+/// (`ReferenceEncodedLinear`: the same decoded weights, `Double` accumulation). Tolerance:
+/// `|y − y_ref| ≤ 1e-5 · Σ|x_i · w_i| + 1e-6`, the error of float accumulation in another order.
+@Suite struct PackedLinearTests {
+    static let shapes: [[Int]] = [[97, 385], [96, 64], [13, 7], [16, 48]]
+
+    @Test(arguments: EncodingCatalog.all.map(\.name), KernelVariant.available)
+    func matchesTheReference(encoding: String, variant: KernelVariant) throws {
+        let config = EncodingCatalog.all.first { $0.name == encoding }!.config
+        var generator = SeededGenerator(seed: 5)
+        var tested = 0
+        for shape in Self.shapes where config.mismatch(shape: shape) == nil {
+            let (outFeatures, inFeatures) = (shape[0], shape[1])
+            let weight = try WeightCompressor.encode(
+                name: "w", tensor: try DenseTensor(converting: generator.floats(outFeatures * inFeatures), shape: shape), config: config)
+            let bias = generator.floats(outFeatures)
+            let decoded = weight.decode()
+            let reference = ReferenceEncodedLinear(weight: weight, bias: bias)
+            for rows in [1, 5, PackedLinear.blasRowThreshold + 1] {
+                let x = generator.floats(rows * inFeatures, in: -2...2)
+                var expected = [Float](repeating: 0, count: rows * outFeatures)
+                reference.forward(x, rows: rows, into: &expected)
+                for threads in [1, 2] {
+                    let kernel = PackedLinear(weight: weight, bias: bias, threads: threads, variant: variant)
+                    var actual = [Float](repeating: .nan, count: rows * outFeatures)
+                    kernel.forward(x, rows: rows, into: &actual)
+                    for m in 0..<rows {
+                        for o in 0..<outFeatures {
+                            let bound = (0..<inFeatures).reduce(Float(0)) { $0 + abs(x[m * inFeatures + $1] * decoded[o * inFeatures + $1]) }
+                            let error = abs(actual[m * outFeatures + o] - expected[m * outFeatures + o])
+                            #expect(error <= 1e-5 * bound + 1e-6,
+                                    "\(encoding) \(variant) \(shape) rows \(rows) threads \(threads): y[\(m)][\(o)] \(actual[m * outFeatures + o]) vs \(expected[m * outFeatures + o])")
+                            if error > 1e-5 * bound + 1e-6 { return }
+                        }
+                    }
+                }
+            }
+            tested += 1
+        }
+        #expect(tested > 0, "no shape fits \(encoding)")
+    }
+
+    @Test func resultsDoNotDependOnTheThreadCount() throws {
+        var generator = SeededGenerator(seed: 8)
+        let weight = try WeightCompressor.encode(name: "w", tensor: try DenseTensor(converting: generator.floats(200 * 96), shape: [200, 96]),
+                                                 config: EncodingCatalog.palettize(4))
+        let x = generator.floats(3 * 96)
+        var outputs: [[Float]] = []
+        for threads in [1, 2, 3] {
+            var y = [Float](repeating: 0, count: 3 * 200)
+            PackedLinear(weight: weight, bias: nil, threads: threads).forward(x, rows: 3, into: &y)
+            outputs.append(y)
+        }
+        #expect(outputs[0] == outputs[1] && outputs[1] == outputs[2])
+    }
+}
