@@ -28,6 +28,9 @@ let package = Package(
         .executableTarget(
             name: "PassBenchmark", dependencies: ["ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"],
             path: "Benchmarks/PassBenchmark", swiftSettings: kernelSettings),
+        .executableTarget(
+            name: "KernelBenchmark", dependencies: ["ShrinkKernels", "ShrinkCompression", "ShrinkTestSupport"],
+            path: "Benchmarks/KernelBenchmark", swiftSettings: kernelSettings),
         .target(name: "ShrinkTestSupport", dependencies: ["ShrinkCore", "ShrinkCompression"], path: "Tests/ShrinkTestSupport"),
         .testTarget(name: "ShrinkCoreTests", dependencies: ["ShrinkCore", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkIOTests", dependencies: ["ShrinkIO", "ShrinkTestSupport"]),

@@ -67,6 +67,56 @@ AVX512 void shrink_decode_lut_u4(const uint8_t *packed, size_t n, const float *l
     for (; i < n; i++) out[i] = lut[(packed[i / 2] >> ((i & 1) * 4)) & 0x0F];
 }
 
+AVX512 float shrink_dot_affine_u8(const uint8_t *codes, const float *x, size_t n, const float *scales,
+                                  const float *offsets, size_t block) {
+    __m512 sum = _mm512_setzero_ps();
+    size_t i = 0;
+    if (block % 16 == 0) {
+        for (; i + 16 <= n; i += 16) {
+            __m512 w = _mm512_fmsub_ps(widen_u8(codes + i), _mm512_set1_ps(scales[i / block]), _mm512_set1_ps(offsets[i / block]));
+            sum = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + i), sum);
+        }
+    }
+    float total = _mm512_reduce_add_ps(sum);
+    for (; i < n; i++) total += (scales[i / block] * (float)codes[i] - offsets[i / block]) * x[i];
+    return total;
+}
+
+AVX512 float shrink_dot_affine_u4(const uint8_t *packed, const float *x, size_t n, const float *scales,
+                                  const float *offsets, size_t block) {
+    __m512 sum = _mm512_setzero_ps();
+    size_t i = 0;
+    if (block % 16 == 0) {
+        for (; i + 16 <= n; i += 16) {
+            __m512 code = _mm512_cvtepi32_ps(widen_u4(packed + i / 2));
+            __m512 w = _mm512_fmsub_ps(code, _mm512_set1_ps(scales[i / block]), _mm512_set1_ps(offsets[i / block]));
+            sum = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + i), sum);
+        }
+    }
+    float total = _mm512_reduce_add_ps(sum);
+    for (; i < n; i++) {
+        uint8_t code = (packed[i / 2] >> ((i & 1) * 4)) & 0x0F;
+        total += (scales[i / block] * (float)code - offsets[i / block]) * x[i];
+    }
+    return total;
+}
+
+AVX512 float shrink_dot_lut_u4(const uint8_t *packed, const float *x, size_t n, const float *lut) {
+    __m512 table = _mm512_loadu_ps(lut);
+    __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        sum0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(widen_u4(packed + i / 2), table), _mm512_loadu_ps(x + i), sum0);
+        sum1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(widen_u4(packed + i / 2 + 8), table), _mm512_loadu_ps(x + i + 16), sum1);
+    }
+    for (; i + 16 <= n; i += 16) {
+        sum0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(widen_u4(packed + i / 2), table), _mm512_loadu_ps(x + i), sum0);
+    }
+    float total = _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
+    for (; i < n; i++) total += lut[(packed[i / 2] >> ((i & 1) * 4)) & 0x0F] * x[i];
+    return total;
+}
+
 AVX512 float shrink_dot_f32(const float *a, const float *b, size_t n) {
     __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
     size_t i = 0;
@@ -97,5 +147,12 @@ void shrink_decode_affine_u4(const uint8_t *c, size_t n, const float *s, const f
 void shrink_decode_lut_u8(const uint8_t *i, size_t n, const float *l, float *out) { (void)i; (void)n; (void)l; (void)out; }
 void shrink_decode_lut_u4(const uint8_t *i, size_t n, const float *l, float *out) { (void)i; (void)n; (void)l; (void)out; }
 float shrink_dot_f32(const float *a, const float *b, size_t n) { (void)a; (void)b; (void)n; return 0; }
+float shrink_dot_affine_u8(const uint8_t *c, const float *x, size_t n, const float *s, const float *o, size_t b) {
+    (void)c; (void)x; (void)n; (void)s; (void)o; (void)b; return 0;
+}
+float shrink_dot_affine_u4(const uint8_t *c, const float *x, size_t n, const float *s, const float *o, size_t b) {
+    (void)c; (void)x; (void)n; (void)s; (void)o; (void)b; return 0;
+}
+float shrink_dot_lut_u4(const uint8_t *i, const float *x, size_t n, const float *l) { (void)i; (void)x; (void)n; (void)l; return 0; }
 
 #endif

@@ -57,6 +57,32 @@ public enum KernelVariant: String, CaseIterable, Sendable {
         }
     }
 
+    /// Fused decode and dot of one row, `Σ (s·c − o)·x`, for 8-bit (`fourBit == false`) or packed
+    /// 4-bit codes. The Swift twin decodes into `scratch` and dots.
+    @inline(__always)
+    func dotAffine(_ codes: UnsafePointer<UInt8>, fourBit: Bool, _ x: UnsafePointer<Float>, _ n: Int, _ scales: UnsafePointer<Float>,
+                   _ offsets: UnsafePointer<Float>, _ block: Int, scratch: UnsafeMutablePointer<Float>) -> Float {
+        switch self {
+        case .avx512:
+            return fourBit ? shrink_dot_affine_u4(codes, x, n, scales, offsets, block) : shrink_dot_affine_u8(codes, x, n, scales, offsets, block)
+        case .swift:
+            if fourBit { decodeAffine4(codes, n, scales, offsets, block, scratch) } else { decodeAffine8(codes, n, scales, offsets, block, scratch) }
+            return dot(scratch, x, n)
+        }
+    }
+
+    /// Fused decode and dot of one row with a 16-entry LUT and packed 4-bit indices.
+    @inline(__always)
+    func dotLUT4(_ packed: UnsafePointer<UInt8>, _ x: UnsafePointer<Float>, _ n: Int, _ lut: UnsafePointer<Float>,
+                 scratch: UnsafeMutablePointer<Float>) -> Float {
+        switch self {
+        case .avx512: return shrink_dot_lut_u4(packed, x, n, lut)
+        case .swift:
+            decodeLUT4(packed, n, lut, scratch)
+            return dot(scratch, x, n)
+        }
+    }
+
     /// `Σ a[i] · b[i]`.
     @inline(__always)
     func dot(_ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, _ n: Int) -> Float {

@@ -8,11 +8,12 @@ import ShrinkCore
 ///
 /// Layouts (chosen at load; 4- and 8-bit codes are used in place, without a copy):
 /// - affine weights grouped per tensor, per output channel or per block along the input:
-///   `w = s · c − o` per group with `o = s · (codeOffset + zeroPoint)`; codes 4-bit packed (input
-///   dimension even) or one byte each;
-/// - palettes with one LUT per tensor or per group of output channels (scalar entries): the
-///   group's LUT (int8 LUT scales applied) is gathered by index; output-channel scales multiply
-///   the row's result;
+///   `w = s · c − o` per group with `o = s · (codeOffset + zeroPoint)`; codes of 1–4 bits as
+///   packed nibbles (input dimension even; 4-bit codes in place, narrower ones widened at load),
+///   others one byte each;
+/// - palettes with one LUT per tensor or per group of output channels (scalar entries): indices
+///   laid out like affine codes, the group's LUT (int8 LUT scales applied, padded to 16 or 256
+///   entries) looked up by index; output-channel scales multiply the row's result;
 /// - every other encoding (sparse masks, F16/BF16, vector palettes, groups along the input axis):
 ///   rows decoded by the reference reader, then the same dot kernel.
 public final class PackedLinear: LinearOperator, @unchecked Sendable {
@@ -58,6 +59,16 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
             let stored = part.bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
             if bits == 8 { return (stored, columns, false) }
             if bits == 4 && columns % 2 == 0 { return (stored, columns / 2, true) }
+            if bits < 4 && columns % 2 == 0 {
+                // 1- to 3-bit values widened to nibbles, so the 4-bit kernels serve them.
+                let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(rows * columns / 2, 1))
+                for pair in 0..<(rows * columns / 2) {
+                    buffer[pair] = PackedBits.value(at: 2 * pair, bits: bits, in: part.bytes)
+                        | PackedBits.value(at: 2 * pair + 1, bits: bits, in: part.bytes) << 4
+                }
+                unpacked = buffer
+                return (UnsafePointer(buffer.baseAddress!), columns / 2, true)
+            }
             let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(rows * columns, 1))
             for index in 0..<(rows * columns) { buffer[index] = PackedBits.value(at: index, bits: bits, in: part.bytes) }
             unpacked = buffer
@@ -104,6 +115,27 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
                              rowScale: weight.parts["channel_scales"]?.floats()), unpacked)
         default:
             return (.generic(EncodedTensorReader(weight)), nil)
+        }
+    }
+
+    /// The decode-and-dot of weight row `row` with one input row in a single pass, for the layouts
+    /// that have a fused kernel (affine, and 4-bit LUTs); `nil` for the others.
+    @inline(__always)
+    func fusedDot(row: Int, x: UnsafePointer<Float>, scratch: UnsafeMutablePointer<Float>) -> Float? {
+        switch layout {
+        case .affine(let codes, let rowBytes, let fourBit, let scales, let offsets, let block, let blocksPerRow):
+            return scales.withUnsafeBufferPointer { s in
+                offsets.withUnsafeBufferPointer { o in
+                    variant.dotAffine(codes + row * rowBytes, fourBit: fourBit, x, inFeatures, s.baseAddress! + row * blocksPerRow,
+                                      o.baseAddress! + row * blocksPerRow, block, scratch: scratch)
+                }
+            }
+        case .palette(let indices, let rowBytes, true, let luts, let rowGroup, _):
+            return luts[rowGroup[row]].withUnsafeBufferPointer { lut in
+                variant.dotLUT4(indices + row * rowBytes, x, inFeatures, lut.baseAddress!, scratch: scratch)
+            }
+        default:
+            return nil
         }
     }
 
@@ -156,6 +188,10 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
                     let scratch = UnsafeMutablePointer<Float>.allocate(capacity: self.inFeatures)
                     defer { scratch.deallocate() }
                     for row in (self.outFeatures * worker / workers)..<(self.outFeatures * (worker + 1) / workers) {
+                        if rows == 1, let value = self.fusedDot(row: row, x: inp, scratch: scratch) {
+                            out[row] = value * (rowScale?[row] ?? 1) + (self.bias?[row] ?? 0)
+                            continue
+                        }
                         self.decodeRow(row, into: scratch)
                         let scale = rowScale?[row] ?? 1
                         let shift = self.bias?[row] ?? 0

@@ -25,6 +25,18 @@ void shrink_decode_lut_u8(const uint8_t *indices, size_t n, const float *lut, fl
 /// entries); n even.
 void shrink_decode_lut_u4(const uint8_t *packed, size_t n, const float *lut, float *out);
 
+/// Fused decode and dot of one weight row: sum over i of (scales[i / block] * code_i -
+/// offsets[i / block]) * x[i], for 8-bit codes.
+float shrink_dot_affine_u8(const uint8_t *codes, const float *x, size_t n, const float *scales, const float *offsets,
+                           size_t block);
+
+/// The same for 4-bit codes packed two per byte, low nibble first; n even.
+float shrink_dot_affine_u4(const uint8_t *packed, const float *x, size_t n, const float *scales, const float *offsets,
+                           size_t block);
+
+/// Fused decode and dot with a 16-entry LUT: sum over i of lut[index_i] * x[i], 4-bit packed indices.
+float shrink_dot_lut_u4(const uint8_t *packed, const float *x, size_t n, const float *lut);
+
 /// Sum of a[i] * b[i], accumulated in 16 float lanes then reduced.
 float shrink_dot_f32(const float *a, const float *b, size_t n);
 
