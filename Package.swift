@@ -31,6 +31,9 @@ let package = Package(
         .executableTarget(
             name: "KernelBenchmark", dependencies: ["ShrinkKernels", "ShrinkCompression", "ShrinkTestSupport"],
             path: "Benchmarks/KernelBenchmark", swiftSettings: kernelSettings),
+        .executableTarget(
+            name: "EncoderBenchmark", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkCompression"],
+            path: "Benchmarks/EncoderBenchmark", swiftSettings: kernelSettings),
         .target(name: "ShrinkTestSupport", dependencies: ["ShrinkCore", "ShrinkCompression"], path: "Tests/ShrinkTestSupport"),
         .testTarget(name: "ShrinkCoreTests", dependencies: ["ShrinkCore", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkIOTests", dependencies: ["ShrinkIO", "ShrinkTestSupport"]),

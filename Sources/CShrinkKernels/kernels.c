@@ -10,6 +10,8 @@ int shrink_cpu_has_avx512(void) {
 
 #define AVX512 __attribute__((target("avx512f,avx512bw")))
 
+float shrink_dot_f32(const float *a, const float *b, size_t n) __attribute__((target("avx512f,avx512bw")));
+
 AVX512 static inline __m512 widen_u8(const uint8_t *codes) {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)codes)));
 }
@@ -117,6 +119,35 @@ AVX512 float shrink_dot_lut_u4(const uint8_t *packed, const float *x, size_t n, 
     return total;
 }
 
+AVX512 static inline __mmask16 tail_mask(size_t remaining) {
+    return remaining >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remaining) - 1);
+}
+
+AVX512 void shrink_gemm_nt_f32(const float *w, size_t rows_w, const float *x, size_t rows_x, size_t n, float *out, size_t ldo) {
+    size_t r = 0;
+    for (; r + 4 <= rows_w; r += 4) {
+        size_t m = 0;
+        for (; m + 4 <= rows_x; m += 4) {
+            __m512 acc[4][4];
+            for (int i = 0; i < 4; i++) for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
+            for (size_t k = 0; k < n; k += 16) {
+                __mmask16 mask = tail_mask(n - k);
+                __m512 wv[4], xv[4];
+                for (int i = 0; i < 4; i++) wv[i] = _mm512_maskz_loadu_ps(mask, w + (r + i) * n + k);
+                for (int j = 0; j < 4; j++) xv[j] = _mm512_maskz_loadu_ps(mask, x + (m + j) * n + k);
+                for (int i = 0; i < 4; i++) for (int j = 0; j < 4; j++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv[j], acc[i][j]);
+            }
+            for (int i = 0; i < 4; i++) for (int j = 0; j < 4; j++) out[(m + j) * ldo + r + i] = _mm512_reduce_add_ps(acc[i][j]);
+        }
+        for (; m < rows_x; m++) {
+            for (int i = 0; i < 4; i++) out[m * ldo + r + i] = shrink_dot_f32(w + (r + i) * n, x + m * n, n);
+        }
+    }
+    for (; r < rows_w; r++) {
+        for (size_t m = 0; m < rows_x; m++) out[m * ldo + r] = shrink_dot_f32(w + r * n, x + m * n, n);
+    }
+}
+
 AVX512 float shrink_dot_f32(const float *a, const float *b, size_t n) {
     __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
     size_t i = 0;
@@ -154,5 +185,8 @@ float shrink_dot_affine_u4(const uint8_t *c, const float *x, size_t n, const flo
     (void)c; (void)x; (void)n; (void)s; (void)o; (void)b; return 0;
 }
 float shrink_dot_lut_u4(const uint8_t *i, const float *x, size_t n, const float *l) { (void)i; (void)x; (void)n; (void)l; return 0; }
+void shrink_gemm_nt_f32(const float *w, size_t rw, const float *x, size_t rx, size_t n, float *out, size_t ldo) {
+    (void)w; (void)rw; (void)x; (void)rx; (void)n; (void)out; (void)ldo;
+}
 
 #endif

@@ -83,6 +83,18 @@ public enum KernelVariant: String, CaseIterable, Sendable {
         }
     }
 
+    /// `out[m · ldo + r] = Σ_k w[r · n + k] · x[m · n + k]` for a block of decoded weight rows and
+    /// a block of input rows.
+    @inline(__always)
+    func gemmNT(_ w: UnsafePointer<Float>, _ rowsW: Int, _ x: UnsafePointer<Float>, _ rowsX: Int, _ n: Int,
+                _ out: UnsafeMutablePointer<Float>, _ ldo: Int) {
+        switch self {
+        case .avx512: shrink_gemm_nt_f32(w, rowsW, x, rowsX, n, out, ldo)
+        case .swift:
+            for r in 0..<rowsW { for m in 0..<rowsX { out[m * ldo + r] = dot(w + r * n, x + m * n, n) } }
+        }
+    }
+
     /// `Σ a[i] · b[i]`.
     @inline(__always)
     func dot(_ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, _ n: Int) -> Float {

@@ -1,3 +1,5 @@
+import Dispatch
+import Foundation
 import ShrinkCore
 
 /// A linear layer `y = x · Wᵀ + b` over `rows` input rows, whatever the weight's encoding.
@@ -8,24 +10,49 @@ public protocol LinearOperator: Sendable {
     func forward(_ x: [Float], rows: Int, into y: inout [Float])
 }
 
-/// An fp32 weight multiplied through the system BLAS.
+/// An fp32 weight: few input rows go through the register-tiled kernel (threads split the output
+/// rows), many through the system BLAS.
 public final class DenseLinear: LinearOperator, @unchecked Sendable {
     public let inFeatures: Int
     public let outFeatures: Int
+    public let threads: Int
+    public let variant: KernelVariant
     let weights: [Float]
     let bias: [Float]?
 
     /// `weights` is `outFeatures × inFeatures`, row-major.
-    public init(weights: [Float], bias: [Float]?, outFeatures: Int, inFeatures: Int) {
-        precondition(weights.count == outFeatures * inFeatures && (bias?.count ?? outFeatures) == outFeatures)
+    public init(weights: [Float], bias: [Float]?, outFeatures: Int, inFeatures: Int,
+                threads: Int = ProcessInfo.processInfo.activeProcessorCount, variant: KernelVariant = .best) {
+        precondition(weights.count == outFeatures * inFeatures && (bias?.count ?? outFeatures) == outFeatures && threads >= 1)
         self.weights = weights
         self.bias = bias
         self.outFeatures = outFeatures
         self.inFeatures = inFeatures
+        self.threads = threads
+        self.variant = variant
     }
 
     public func forward(_ x: [Float], rows: Int, into y: inout [Float]) {
         precondition(x.count >= rows * inFeatures && y.count >= rows * outFeatures)
+        if rows < PackedLinear.blasRowThreshold {
+            let workers = min(threads, outFeatures)
+            weights.withUnsafeBufferPointer { w in
+                x.withUnsafeBufferPointer { input in
+                    y.withUnsafeMutableBufferPointer { output in
+                        nonisolated(unsafe) let (weight, inp, out) = (w.baseAddress!, input.baseAddress!, output.baseAddress!)
+                        let work: @Sendable (Int) -> Void = { worker in
+                            let begin = self.outFeatures * worker / workers, end = self.outFeatures * (worker + 1) / workers
+                            self.variant.gemmNT(weight + begin * self.inFeatures, end - begin, inp, rows, self.inFeatures, out + begin, self.outFeatures)
+                            if let bias = self.bias {
+                                for m in 0..<rows { for r in begin..<end { out[m * self.outFeatures + r] += bias[r] } }
+                            }
+                        }
+                        if workers == 1 { work(0) } else { DispatchQueue.concurrentPerform(iterations: workers, execute: work) }
+                    }
+                }
+            }
+            return
+        }
         weights.withUnsafeBufferPointer { w in
             y.withUnsafeMutableBufferPointer { output in
                 if let bias {

@@ -185,19 +185,27 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
             x.withUnsafeBufferPointer { input in
                 nonisolated(unsafe) let out = output.baseAddress!, inp = input.baseAddress!
                 let work: @Sendable (Int) -> Void = { worker in
-                    let scratch = UnsafeMutablePointer<Float>.allocate(capacity: self.inFeatures)
-                    defer { scratch.deallocate() }
-                    for row in (self.outFeatures * worker / workers)..<(self.outFeatures * (worker + 1) / workers) {
+                    // Four decoded weight rows at a time, multiplied with every input row.
+                    let tile = 4
+                    let scratch = UnsafeMutablePointer<Float>.allocate(capacity: self.inFeatures * tile)
+                    let products = UnsafeMutablePointer<Float>.allocate(capacity: rows * tile)
+                    defer { scratch.deallocate(); products.deallocate() }
+                    let end = self.outFeatures * (worker + 1) / workers
+                    var row = self.outFeatures * worker / workers
+                    while row < end {
                         if rows == 1, let value = self.fusedDot(row: row, x: inp, scratch: scratch) {
                             out[row] = value * (rowScale?[row] ?? 1) + (self.bias?[row] ?? 0)
+                            row += 1
                             continue
                         }
-                        self.decodeRow(row, into: scratch)
-                        let scale = rowScale?[row] ?? 1
-                        let shift = self.bias?[row] ?? 0
-                        for m in 0..<rows {
-                            out[m * self.outFeatures + row] = self.variant.dot(scratch, inp + m * self.inFeatures, self.inFeatures) * scale + shift
+                        let count = min(tile, end - row)
+                        for offset in 0..<count { self.decodeRow(row + offset, into: scratch + offset * self.inFeatures) }
+                        self.variant.gemmNT(scratch, count, inp, rows, self.inFeatures, products, tile)
+                        for offset in 0..<count {
+                            let scale = rowScale?[row + offset] ?? 1, shift = self.bias?[row + offset] ?? 0
+                            for m in 0..<rows { out[m * self.outFeatures + row + offset] = products[m * tile + offset] * scale + shift }
                         }
+                        row += count
                     }
                 }
                 if workers == 1 {

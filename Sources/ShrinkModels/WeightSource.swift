@@ -90,7 +90,8 @@ public final class WeightSource: @unchecked Sendable {
             try checkShape(weight, [out, inputs])
             return PackedLinear(weight: weight, bias: bias, threads: threads)
         }
-        return DenseLinear(weights: try floats(name + ".weight", shape: [out, inputs]), bias: bias, outFeatures: out, inFeatures: inputs)
+        return DenseLinear(weights: try floats(name + ".weight", shape: [out, inputs]), bias: bias, outFeatures: out, inFeatures: inputs,
+                           threads: threads)
     }
 
     /// The embedding table `name` with `columns` columns.

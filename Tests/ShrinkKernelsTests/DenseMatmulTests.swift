@@ -27,6 +27,27 @@ import ShrinkTestSupport
         }
     }
 
+    /// The dense operator's own kernel (few rows) and BLAS path (many rows), every variant, 1 and 2 threads.
+    @Test(arguments: KernelVariant.available, [1, 2])
+    func denseLinearMatchesTheReference(variant: KernelVariant, threads: Int) {
+        var generator = SeededGenerator(seed: 77)
+        for (outFeatures, inFeatures) in [(97, 385), (5, 7), (16, 64)] {
+            let weights = generator.floats(outFeatures * inFeatures), bias = generator.floats(outFeatures)
+            let layer = DenseLinear(weights: weights, bias: bias, outFeatures: outFeatures, inFeatures: inFeatures, threads: threads, variant: variant)
+            for rows in [1, 3, 5, PackedLinear.blasRowThreshold + 3] {
+                let x = generator.floats(rows * inFeatures)
+                var actual = [Float](repeating: .nan, count: rows * outFeatures), expected = actual
+                layer.forward(x, rows: rows, into: &actual)
+                bias.withUnsafeBufferPointer { b in
+                    DenseMatmul.reference(x: x, rows: rows, weights: weights, outFeatures: outFeatures, inFeatures: inFeatures,
+                                          bias: b.baseAddress, output: &expected)
+                }
+                let worst = zip(actual, expected).map { abs($0 - $1) }.max()!
+                #expect(worst <= Float(inFeatures) * 0x1p-22 + 1e-6, "\(variant) \(outFeatures)×\(inFeatures) rows \(rows): \(worst)")
+            }
+        }
+    }
+
     @Test func reportsTheLoadedBLAS() {
         let path = BLASLibrary.loadedPath ?? ""
         #expect(path.contains("blas"), "\(BLASLibrary.summary)")

@@ -37,6 +37,10 @@ float shrink_dot_affine_u4(const uint8_t *packed, const float *x, size_t n, cons
 /// Fused decode and dot with a 16-entry LUT: sum over i of lut[index_i] * x[i], 4-bit packed indices.
 float shrink_dot_lut_u4(const uint8_t *packed, const float *x, size_t n, const float *lut);
 
+/// out[m * ldo + r] = sum over k of w[r * n + k] * x[m * n + k], for r < rows_w and m < rows_x:
+/// a block of decoded weight rows times a block of input rows, in 4 x 4 register tiles.
+void shrink_gemm_nt_f32(const float *w, size_t rows_w, const float *x, size_t rows_x, size_t n, float *out, size_t ldo);
+
 /// Sum of a[i] * b[i], accumulated in 16 float lanes then reduced.
 float shrink_dot_f32(const float *a, const float *b, size_t n);
 
