@@ -119,6 +119,36 @@ AVX512 float shrink_dot_lut_u4(const uint8_t *packed, const float *x, size_t n, 
     return total;
 }
 
+AVX512 void shrink_decode_sparse(const uint8_t *mask, const uint8_t *kept, size_t n, const float *lut, size_t lut_size,
+                                 const float *scales, const float *offsets, size_t block, float *out) {
+    __m512 table = lut != NULL && lut_size == 16 ? _mm512_loadu_ps(lut) : _mm512_setzero_ps();
+    size_t i = 0;
+    if (lut != NULL || block % 16 == 0) {
+        for (; i + 16 <= n; i += 16) {
+            __mmask16 keep = (__mmask16)(mask[i / 8] | (mask[i / 8 + 1] << 8));
+            __m512i codes = _mm512_maskz_expand_epi32(keep, _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)kept)));
+            __m512 values;
+            if (lut != NULL && lut_size == 16) {
+                values = _mm512_permutexvar_ps(codes, table);
+            } else if (lut != NULL) {
+                values = _mm512_i32gather_ps(codes, lut, 4);
+            } else {
+                values = _mm512_fmsub_ps(_mm512_cvtepi32_ps(codes), _mm512_set1_ps(scales[i / block]), _mm512_set1_ps(offsets[i / block]));
+            }
+            _mm512_storeu_ps(out + i, _mm512_maskz_mov_ps(keep, values));
+            kept += __builtin_popcount((unsigned)keep);
+        }
+    }
+    for (; i < n; i++) {
+        if ((mask[i / 8] >> (i % 8)) & 1) {
+            uint8_t code = *kept++;
+            out[i] = lut != NULL ? lut[code] : scales[i / block] * (float)code - offsets[i / block];
+        } else {
+            out[i] = 0;
+        }
+    }
+}
+
 AVX512 static inline __mmask16 tail_mask(size_t remaining) {
     return remaining >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remaining) - 1);
 }
@@ -187,6 +217,10 @@ float shrink_dot_affine_u4(const uint8_t *c, const float *x, size_t n, const flo
 float shrink_dot_lut_u4(const uint8_t *i, const float *x, size_t n, const float *l) { (void)i; (void)x; (void)n; (void)l; return 0; }
 void shrink_gemm_nt_f32(const float *w, size_t rw, const float *x, size_t rx, size_t n, float *out, size_t ldo) {
     (void)w; (void)rw; (void)x; (void)rx; (void)n; (void)out; (void)ldo;
+}
+void shrink_decode_sparse(const uint8_t *m, const uint8_t *k, size_t n, const float *l, size_t ls, const float *s, const float *o,
+                          size_t b, float *out) {
+    (void)m; (void)k; (void)n; (void)l; (void)ls; (void)s; (void)o; (void)b; (void)out;
 }
 
 #endif

@@ -95,6 +95,24 @@ public enum KernelVariant: String, CaseIterable, Sendable {
         }
     }
 
+    /// Sparse row decode (see `shrink_decode_sparse`): kept positions from `mask` (LSB-first bits)
+    /// take the next code of `kept`, through `lut` when given, else `scales`/`offsets` per `block`.
+    @inline(__always)
+    func decodeSparse(_ mask: UnsafePointer<UInt8>, _ kept: UnsafePointer<UInt8>, _ n: Int, lut: UnsafePointer<Float>?, lutSize: Int,
+                      scales: UnsafePointer<Float>?, offsets: UnsafePointer<Float>?, block: Int, _ out: UnsafeMutablePointer<Float>) {
+        switch self {
+        case .avx512: shrink_decode_sparse(mask, kept, n, lut, lutSize, scales, offsets, block, out)
+        case .swift:
+            var next = 0
+            for i in 0..<n {
+                guard (mask[i >> 3] >> UInt8(i & 7)) & 1 == 1 else { out[i] = 0; continue }
+                let code = kept[next]
+                next += 1
+                out[i] = lut.map { $0[Int(code)] } ?? (scales![i / block] * Float(code) - offsets![i / block])
+            }
+        }
+    }
+
     /// `Σ a[i] · b[i]`.
     @inline(__always)
     func dot(_ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, _ n: Int) -> Float {

@@ -14,7 +14,10 @@ import ShrinkCore
 /// - palettes with one LUT per tensor or per group of output channels (scalar entries): indices
 ///   laid out like affine codes, the group's LUT (int8 LUT scales applied, padded to 16 or 256
 ///   entries) looked up by index; output-channel scales multiply the row's result;
-/// - every other encoding (sparse masks, F16/BF16, vector palettes, groups along the input axis):
+/// - pruned weights over those bases: per-row mask bytes and one byte per kept code; a row is
+///   decoded by expanding the kept codes to their positions (AVX-512 `vpexpandd`) and zeroing the
+///   pruned ones;
+/// - every other encoding (F16/BF16, vector palettes, groups along the input axis):
 ///   rows decoded by the reference reader, then the same dot kernel.
 public final class PackedLinear: LinearOperator, @unchecked Sendable {
     public let inFeatures: Int
@@ -33,6 +36,11 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
         case affine(codes: UnsafePointer<UInt8>, rowBytes: Int, fourBit: Bool, scales: [Float], offsets: [Float], block: Int, blocksPerRow: Int)
         /// `luts[group]` has 16 (4-bit) or 256 entries; `rowGroup[row]`; `rowScale[row]` optional.
         case palette(indices: UnsafePointer<UInt8>, rowBytes: Int, fourBit: Bool, luts: [[Float]], rowGroup: [Int], rowScale: [Float]?)
+        /// Pruned weights: per row, `maskRowBytes` bytes of mask bits and the row's kept codes from
+        /// `keptStart[row]`; kept codes decode through `lut[rowGroup[row]]` (16 or 256 entries) or through
+        /// per-row block scales and offsets.
+        case sparse(mask: UnsafePointer<UInt8>, maskRowBytes: Int, kept: UnsafePointer<UInt8>, keptStart: [Int],
+                    luts: [[Float]]?, rowGroup: [Int], scales: [Float], offsets: [Float], block: Int, blocksPerRow: Int, rowScale: [Float]?)
         case generic(EncodedTensorReader)
     }
 
@@ -113,9 +121,78 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
             let rowGroup = (0..<rows).map { EncodingLayout.group(of: $0 * columns, palette.granularity, shape: weight.shape) }
             return (.palette(indices: pointer, rowBytes: rowBytes, fourBit: fourBit, luts: luts, rowGroup: rowGroup,
                              rowScale: weight.parts["channel_scales"]?.floats()), unpacked)
+        case .sparse(_, let base):
+            return repackSparse(weight, base: base) ?? (.generic(EncodedTensorReader(weight)), nil)
         default:
             return (.generic(EncodedTensorReader(weight)), nil)
         }
+    }
+
+    /// Sparse weights whose base is an affine code or a scalar palette grouped along the output
+    /// axis: mask bits and kept codes re-laid per row (one byte per kept code), tables per row.
+    static func repackSparse(_ weight: EncodedTensor, base: WeightEncoding) -> (Layout, UnsafeMutableBufferPointer<UInt8>?)? {
+        let rows = weight.shape[0], columns = weight.shape[1]
+        let bits: Int
+        var luts: [[Float]]?
+        var rowGroup = [Int](repeating: 0, count: rows)
+        var rowScale: [Float]?
+        var scales: [Float] = [], offsets: [Float] = []
+        var block = columns, blocksPerRow = 1
+        switch base {
+        case .palette(let palette) where palette.vectorSize == 1 && palette.channelAxis == 0:
+            bits = palette.bits
+            let groups = EncodingLayout.groupCount(palette.granularity, shape: weight.shape)
+            var lut = weight.parts["lut"]!.floats()
+            if let lutScales = weight.parts["lut_scales"]?.floats() {
+                for group in 0..<groups { for entry in 0..<palette.entries { lut[group * palette.entries + entry] *= lutScales[group] } }
+            }
+            let tableSize = palette.entries <= 16 ? 16 : 256
+            luts = (0..<groups).map { Array(lut[($0 * palette.entries)..<(($0 + 1) * palette.entries)]) + [Float](repeating: 0, count: tableSize - palette.entries) }
+            rowGroup = (0..<rows).map { EncodingLayout.group(of: $0 * columns, palette.granularity, shape: weight.shape) }
+            rowScale = weight.parts["channel_scales"]?.floats()
+        case .affine(let affine):
+            bits = affine.bits
+            switch affine.granularity {
+            case .perTensor, .perChannel(axis: 0): block = columns
+            case .perBlock(let size): block = size
+            default: return nil
+            }
+            blocksPerRow = (columns + block - 1) / block
+            let groupScales = weight.parts["scales"]!.floats()
+            let zeroPoints = weight.parts["zero_points"]?.floats()
+            for row in 0..<rows {
+                for b in 0..<blocksPerRow {
+                    let group = EncodingLayout.group(of: row * columns + b * block, affine.granularity, shape: weight.shape)
+                    let zeroPoint = zeroPoints.map { Int($0[group]) } ?? affine.implicitZeroPoint
+                    scales.append(groupScales[group])
+                    offsets.append(groupScales[group] * Float(affine.codeOffset + zeroPoint))
+                }
+            }
+        default:
+            return nil
+        }
+        let mask = weight.parts["mask"]!.bytes
+        let maskRowBytes = (columns + 7) / 8
+        let codes = (weight.parts["codes"] ?? weight.parts["indices"])!.bytes
+        var kept = 0
+        for byte in mask { kept += byte.nonzeroBitCount }
+        // One buffer: per-row mask bytes, then kept codes (with 16 bytes of slack for vector reads).
+        let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: rows * maskRowBytes + kept + 16)
+        buffer.initialize(repeating: 0)
+        var keptStart = [Int](repeating: 0, count: rows + 1)
+        var element = 0
+        for row in 0..<rows {
+            keptStart[row] = element
+            for column in 0..<columns where (mask[(row * columns + column) >> 3] >> ((row * columns + column) & 7)) & 1 == 1 {
+                buffer[row * maskRowBytes + column >> 3] |= 1 << (column & 7)
+                buffer[rows * maskRowBytes + element] = PackedBits.value(at: element, bits: bits, in: codes)
+                element += 1
+            }
+        }
+        keptStart[rows] = element
+        let base = UnsafePointer(buffer.baseAddress!)
+        return (.sparse(mask: base, maskRowBytes: maskRowBytes, kept: base + rows * maskRowBytes, keptStart: keptStart, luts: luts,
+                        rowGroup: rowGroup, scales: scales, offsets: offsets, block: block, blocksPerRow: blocksPerRow, rowScale: rowScale), buffer)
     }
 
     /// The decode-and-dot of weight row `row` with one input row in a single pass, for the layouts
@@ -161,6 +238,22 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
                     variant.decodeLUT8(indices + row * rowBytes, inFeatures, lut.baseAddress!, out)
                 }
             }
+        case .sparse(let mask, let maskRowBytes, let kept, let keptStart, let luts, let rowGroup, let scales, let offsets, let block,
+                     let blocksPerRow, _):
+            if let luts {
+                luts[rowGroup[row]].withUnsafeBufferPointer { lut in
+                    variant.decodeSparse(mask + row * maskRowBytes, kept + keptStart[row], inFeatures, lut: lut.baseAddress!,
+                                         lutSize: lut.count, scales: nil, offsets: nil, block: block, out)
+                }
+            } else {
+                scales.withUnsafeBufferPointer { s in
+                    offsets.withUnsafeBufferPointer { o in
+                        variant.decodeSparse(mask + row * maskRowBytes, kept + keptStart[row], inFeatures, lut: nil, lutSize: 0,
+                                             scales: s.baseAddress! + row * blocksPerRow, offsets: o.baseAddress! + row * blocksPerRow,
+                                             block: block, out)
+                    }
+                }
+            }
         case .generic(let reader):
             reader.decode(flatRange: (row * inFeatures)..<((row + 1) * inFeatures), into: out)
         }
@@ -177,7 +270,11 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
             forwardThroughBLAS(x, rows: rows, into: &y)
             return
         }
-        let rowScale: [Float]? = if case .palette(_, _, _, _, _, let scale) = layout { scale } else { nil }
+        let rowScale: [Float]? = switch layout {
+        case .palette(_, _, _, _, _, let scale): scale
+        case .sparse(_, _, _, _, _, _, _, _, _, _, let scale): scale
+        default: nil
+        }
         // Contiguous row ranges, one per thread: each output is computed the same way whatever the
         // thread count, so results are identical run to run.
         let workers = min(threads, outFeatures)
@@ -225,8 +322,13 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
         DispatchQueue.concurrentPerform(iterations: workers) { worker in
             for row in (self.outFeatures * worker / workers)..<(self.outFeatures * (worker + 1) / workers) {
                 self.decodeRow(row, into: target + row * self.inFeatures)
-                if case .palette(_, _, _, _, _, let scale?) = self.layout {
-                    for column in 0..<self.inFeatures { target[row * self.inFeatures + column] *= scale[row] }
+                let rowScale: [Float]? = switch self.layout {
+                case .palette(_, _, _, _, _, let scale): scale
+                case .sparse(_, _, _, _, _, _, _, _, _, _, let scale): scale
+                default: nil
+                }
+                if let scale = rowScale?[row] {
+                    for column in 0..<self.inFeatures { target[row * self.inFeatures + column] *= scale }
                 }
             }
         }

@@ -41,6 +41,13 @@ float shrink_dot_lut_u4(const uint8_t *packed, const float *x, size_t n, const f
 /// a block of decoded weight rows times a block of input rows, in 4 x 4 register tiles.
 void shrink_gemm_nt_f32(const float *w, size_t rows_w, const float *x, size_t rows_x, size_t n, float *out, size_t ldo);
 
+/// Sparse row decode: mask holds n bits (least significant bit first, 1 = kept); kept holds one
+/// code per kept position in order (readable 16 bytes past its end). Kept position i decodes to
+/// lut[code] when lut is not NULL (lut_size entries: 16, or 256), else to
+/// scales[i / block] * code - offsets[i / block]; pruned positions are 0.
+void shrink_decode_sparse(const uint8_t *mask, const uint8_t *kept, size_t n, const float *lut, size_t lut_size,
+                          const float *scales, const float *offsets, size_t block, float *out);
+
 /// Sum of a[i] * b[i], accumulated in 16 float lanes then reduced.
 float shrink_dot_f32(const float *a, const float *b, size_t n);
 
