@@ -86,7 +86,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
     /// `out[m · ldo + r] = Σ_k w[r · n + k] · x[m · n + k]` for a block of decoded weight rows and
     /// a block of input rows.
     @inline(__always)
-    func gemmNT(_ w: UnsafePointer<Float>, _ rowsW: Int, _ x: UnsafePointer<Float>, _ rowsX: Int, _ n: Int,
+    public func gemmNT(_ w: UnsafePointer<Float>, _ rowsW: Int, _ x: UnsafePointer<Float>, _ rowsX: Int, _ n: Int,
                 _ out: UnsafeMutablePointer<Float>, _ ldo: Int) {
         switch self {
         case .avx512: shrink_gemm_nt_f32(w, rowsW, x, rowsX, n, out, ldo)

@@ -105,15 +105,8 @@ public final class BertEncoder: @unchecked Sendable {
         let scale = 1 / sqrt(Float(headSize))
         var start = 0
         for length in lengths {
-            var scores = [Float](repeating: 0, count: length * length)
-            for head in 0..<heads {
-                let offset = start * hidden + head * headSize
-                Attention.scores(query: query, key: key, offset: offset, stride: hidden, length: length, headSize: headSize,
-                                 scale: scale, into: &scores)
-                Attention.softmaxRows(&scores, rows: length, columns: length)
-                Attention.weightedSum(probabilities: scores, value: value, offset: offset, stride: hidden, length: length,
-                                      headSize: headSize, into: &context)
-            }
+            Attention.run(query: query, key: key, value: value, start: start, length: length, hidden: hidden, heads: heads,
+                          scale: scale, into: &context)
             start += length
         }
         var projected = [Float](repeating: 0, count: total * hidden)
@@ -132,16 +125,31 @@ public final class BertEncoder: @unchecked Sendable {
     }
 }
 
-/// Scaled dot-product attention pieces over one sentence and one head, on strided matrices.
+/// Scaled dot-product attention of one sentence, head by head: the head's query, key and
+/// transposed value columns are copied into contiguous blocks so that both products run through
+/// the tiled kernel (`KernelVariant.gemmNT`).
 enum Attention {
-    /// `scores[i][j] = scale · q_i · k_j` for the head's columns starting at `offset`.
-    static func scores(query: [Float], key: [Float], offset: Int, stride: Int, length: Int, headSize: Int, scale: Float,
-                       into scores: inout [Float]) {
-        for i in 0..<length {
-            for j in 0..<length {
-                var sum: Float = 0
-                for d in 0..<headSize { sum += query[offset + i * stride + d] * key[offset + j * stride + d] }
-                scores[i * length + j] = sum * scale
+    static func run(query: [Float], key: [Float], value: [Float], start: Int, length: Int, hidden: Int, heads: Int, scale: Float,
+                    into context: inout [Float]) {
+        let headSize = hidden / heads
+        let kernel = KernelVariant.best
+        var q = [Float](repeating: 0, count: length * headSize), k = q, vT = q
+        var scores = [Float](repeating: 0, count: length * length)
+        for head in 0..<heads {
+            for token in 0..<length {
+                let source = (start + token) * hidden + head * headSize
+                for d in 0..<headSize {
+                    q[token * headSize + d] = query[source + d] * scale
+                    k[token * headSize + d] = key[source + d]
+                    vT[d * length + token] = value[source + d]
+                }
+            }
+            // scores[i][j] = q_i · k_j
+            kernel.gemmNT(k, length, q, length, headSize, &scores, length)
+            softmaxRows(&scores, rows: length, columns: length)
+            // context[i][d] = Σ_j p_ij v_jd, written into the head's columns.
+            context.withUnsafeMutableBufferPointer { output in
+                kernel.gemmNT(vT, headSize, scores, length, length, output.baseAddress! + start * hidden + head * headSize, hidden)
             }
         }
     }
@@ -157,18 +165,6 @@ enum Attention {
                 sum += e
             }
             for column in 0..<columns { values[row * columns + column] /= sum }
-        }
-    }
-
-    /// `context_i = Σ_j p_ij · v_j` into the head's columns.
-    static func weightedSum(probabilities: [Float], value: [Float], offset: Int, stride: Int, length: Int, headSize: Int,
-                            into context: inout [Float]) {
-        for i in 0..<length {
-            for d in 0..<headSize {
-                var sum: Float = 0
-                for j in 0..<length { sum += probabilities[i * length + j] * value[offset + j * stride + d] }
-                context[offset + i * stride + d] = sum
-            }
         }
     }
 }
