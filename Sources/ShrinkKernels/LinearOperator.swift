@@ -10,6 +10,16 @@ public protocol LinearOperator: Sendable {
     func forward(_ x: [Float], rows: Int, into y: inout [Float])
 }
 
+/// The default least work (multiply-adds) worth handing to another thread: a Dispatch hand-off
+/// costs tens of microseconds, and below about 4 M multiply-adds one thread was faster on the
+/// development VM.
+public let defaultMinimumWorkPerThread = 4 << 20
+
+/// How many of `threads` threads `work` multiply-adds over `outFeatures` rows should use.
+func workerCount(threads: Int, work: Int, outFeatures: Int, minimumWork: Int) -> Int {
+    max(1, min(threads, outFeatures, minimumWork > 0 ? work / minimumWork : threads))
+}
+
 /// An fp32 weight: few input rows go through the register-tiled kernel (threads split the output
 /// rows), many through the system BLAS.
 public final class DenseLinear: LinearOperator, @unchecked Sendable {
@@ -17,12 +27,15 @@ public final class DenseLinear: LinearOperator, @unchecked Sendable {
     public let outFeatures: Int
     public let threads: Int
     public let variant: KernelVariant
+    /// Least multiply-adds per thread before work is split (0: always split, for tests).
+    public let minimumWorkPerThread: Int
     let weights: [Float]
     let bias: [Float]?
 
     /// `weights` is `outFeatures × inFeatures`, row-major.
     public init(weights: [Float], bias: [Float]?, outFeatures: Int, inFeatures: Int,
-                threads: Int = ProcessInfo.processInfo.activeProcessorCount, variant: KernelVariant = .best) {
+                threads: Int = ProcessInfo.processInfo.activeProcessorCount, variant: KernelVariant = .best,
+                minimumWorkPerThread: Int = defaultMinimumWorkPerThread) {
         precondition(weights.count == outFeatures * inFeatures && (bias?.count ?? outFeatures) == outFeatures && threads >= 1)
         self.weights = weights
         self.bias = bias
@@ -30,12 +43,14 @@ public final class DenseLinear: LinearOperator, @unchecked Sendable {
         self.inFeatures = inFeatures
         self.threads = threads
         self.variant = variant
+        self.minimumWorkPerThread = minimumWorkPerThread
     }
 
     public func forward(_ x: [Float], rows: Int, into y: inout [Float]) {
         precondition(x.count >= rows * inFeatures && y.count >= rows * outFeatures)
         if rows < PackedLinear.blasRowThreshold {
-            let workers = min(threads, outFeatures)
+            let workers = workerCount(threads: threads, work: rows * outFeatures * inFeatures, outFeatures: outFeatures,
+                                      minimumWork: minimumWorkPerThread)
             weights.withUnsafeBufferPointer { w in
                 x.withUnsafeBufferPointer { input in
                     y.withUnsafeMutableBufferPointer { output in

@@ -24,6 +24,8 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
     public let outFeatures: Int
     public let threads: Int
     public let variant: KernelVariant
+    /// Least multiply-adds (or decoded weights) per thread before work is split (0: always split).
+    public let minimumWorkPerThread: Int
     let bias: [Float]?
     let layout: Layout
     /// Keeps the mapped or owned parts alive while `layout` points into them.
@@ -46,12 +48,13 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
 
     /// Repacks `weight` (`[outFeatures, inFeatures]`) for `variant` with `threads` threads.
     public init(weight: EncodedTensor, bias: [Float]?, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
-                variant: KernelVariant = .best) {
+                variant: KernelVariant = .best, minimumWorkPerThread: Int = defaultMinimumWorkPerThread) {
         precondition(weight.shape.count == 2 && (bias?.count ?? weight.shape[0]) == weight.shape[0] && threads >= 1)
         self.weight = weight
         self.bias = bias
         self.threads = threads
         self.variant = variant
+        self.minimumWorkPerThread = minimumWorkPerThread
         outFeatures = weight.shape[0]
         inFeatures = weight.shape[1]
         (layout, unpacked) = Self.repack(weight)
@@ -277,7 +280,8 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
         }
         // Contiguous row ranges, one per thread: each output is computed the same way whatever the
         // thread count, so results are identical run to run.
-        let workers = min(threads, outFeatures)
+        let workers = workerCount(threads: threads, work: rows * outFeatures * inFeatures, outFeatures: outFeatures,
+                                  minimumWork: minimumWorkPerThread)
         y.withUnsafeMutableBufferPointer { output in
             x.withUnsafeBufferPointer { input in
                 nonisolated(unsafe) let out = output.baseAddress!, inp = input.baseAddress!
@@ -318,7 +322,8 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
         let decoded = UnsafeMutablePointer<Float>.allocate(capacity: outFeatures * inFeatures)
         defer { decoded.deallocate() }
         nonisolated(unsafe) let target = decoded
-        let workers = min(threads, outFeatures)
+        let workers = workerCount(threads: threads, work: outFeatures * inFeatures, outFeatures: outFeatures,
+                                  minimumWork: minimumWorkPerThread / 16)
         DispatchQueue.concurrentPerform(iterations: workers) { worker in
             for row in (self.outFeatures * worker / workers)..<(self.outFeatures * (worker + 1) / workers) {
                 self.decodeRow(row, into: target + row * self.inFeatures)

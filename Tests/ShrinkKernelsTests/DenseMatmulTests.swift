@@ -33,7 +33,8 @@ import ShrinkTestSupport
         var generator = SeededGenerator(seed: 77)
         for (outFeatures, inFeatures) in [(97, 385), (5, 7), (16, 64)] {
             let weights = generator.floats(outFeatures * inFeatures), bias = generator.floats(outFeatures)
-            let layer = DenseLinear(weights: weights, bias: bias, outFeatures: outFeatures, inFeatures: inFeatures, threads: threads, variant: variant)
+            let layer = DenseLinear(weights: weights, bias: bias, outFeatures: outFeatures, inFeatures: inFeatures, threads: threads,
+                                    variant: variant, minimumWorkPerThread: 0)
             for rows in [1, 3, 5, PackedLinear.blasRowThreshold + 3] {
                 let x = generator.floats(rows * inFeatures)
                 var actual = [Float](repeating: .nan, count: rows * outFeatures), expected = actual

@@ -27,7 +27,7 @@ import ShrinkTestSupport
                 var expected = [Float](repeating: 0, count: rows * outFeatures)
                 reference.forward(x, rows: rows, into: &expected)
                 for threads in [1, 2] {
-                    let kernel = PackedLinear(weight: weight, bias: bias, threads: threads, variant: variant)
+                    let kernel = PackedLinear(weight: weight, bias: bias, threads: threads, variant: variant, minimumWorkPerThread: 0)
                     var actual = [Float](repeating: .nan, count: rows * outFeatures)
                     kernel.forward(x, rows: rows, into: &actual)
                     for m in 0..<rows {
@@ -54,7 +54,7 @@ import ShrinkTestSupport
         var outputs: [[Float]] = []
         for threads in [1, 2, 3] {
             var y = [Float](repeating: 0, count: 3 * 200)
-            PackedLinear(weight: weight, bias: nil, threads: threads).forward(x, rows: 3, into: &y)
+            PackedLinear(weight: weight, bias: nil, threads: threads, minimumWorkPerThread: 0).forward(x, rows: 3, into: &y)
             outputs.append(y)
         }
         #expect(outputs[0] == outputs[1] && outputs[1] == outputs[2])
