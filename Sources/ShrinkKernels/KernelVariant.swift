@@ -1,4 +1,5 @@
 import CShrinkKernels
+import Foundation
 
 /// The implementations of the decode and dot loops. Tests and benchmarks iterate over
 /// `available`; `best` is chosen once from what the CPU reports.
@@ -110,6 +111,16 @@ public enum KernelVariant: String, CaseIterable, Sendable {
                 next += 1
                 out[i] = lut.map { $0[Int(code)] } ?? (scales![i / block] * Float(code) - offsets![i / block])
             }
+        }
+    }
+
+    /// In-place GELU, `x · (1 + erf(x / √2)) / 2`. The Swift twin uses the C library's `erff`; the
+    /// vector kernel a polynomial erf (absolute error ≤ 1.5e-7, see `shrink_gelu_f32`).
+    public func gelu(_ x: UnsafeMutablePointer<Float>, _ n: Int) {
+        switch self {
+        case .avx512: shrink_gelu_f32(x, n)
+        case .swift:
+            for i in 0..<n { x[i] = 0.5 * x[i] * (1 + erff(x[i] * 0.70710678118654752)) }
         }
     }
 

@@ -115,10 +115,7 @@ public final class BertEncoder: @unchecked Sendable {
         layer.attentionNorm.apply(&projected, rows: total, epsilon: config.layerNormEpsilon)
         var intermediate = [Float](repeating: 0, count: total * config.intermediateSize)
         layer.intermediate.forward(projected, rows: total, into: &intermediate)
-        for index in intermediate.indices {
-            let x = intermediate[index]
-            intermediate[index] = 0.5 * x * (1 + erff(x * 0.70710678118654752))
-        }
+        intermediate.withUnsafeMutableBufferPointer { KernelVariant.best.gelu($0.baseAddress!, $0.count) }
         layer.output.forward(intermediate, rows: total, into: &states)
         for index in states.indices { states[index] += projected[index] }
         layer.outputNorm.apply(&states, rows: total, epsilon: config.layerNormEpsilon)

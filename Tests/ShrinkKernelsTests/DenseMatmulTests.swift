@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import ShrinkKernels
 import ShrinkTestSupport
@@ -52,5 +53,18 @@ import ShrinkTestSupport
     @Test func reportsTheLoadedBLAS() {
         let path = BLASLibrary.loadedPath ?? ""
         #expect(path.contains("blas"), "\(BLASLibrary.summary)")
+    }
+}
+
+/// The vector GELU against the C library's `erff` over a grid and the saturation ranges.
+@Suite struct GELUTests {
+    @Test(arguments: KernelVariant.available)
+    func matchesTheExactGELU(variant: KernelVariant) {
+        var values = (0...4000).map { Float($0 - 2000) / 200 } + [-100, -30, 30, 100, 0, -0.0, 1e-30, -1e-30]
+        let expected = values.map { 0.5 * $0 * (1 + erff($0 * 0.70710678118654752)) }
+        values.withUnsafeMutableBufferPointer { variant.gelu($0.baseAddress!, $0.count) }
+        let worst = zip(values, expected).map { abs($0 - $1) / max(1, abs($1)) }.max()!
+        #expect(worst <= 1e-6, "\(variant): worst relative error \(worst)")
+        #expect(values.allSatisfy { $0.isFinite })
     }
 }

@@ -48,6 +48,10 @@ void shrink_gemm_nt_f32(const float *w, size_t rows_w, const float *x, size_t ro
 void shrink_decode_sparse(const uint8_t *mask, const uint8_t *kept, size_t n, const float *lut, size_t lut_size,
                           const float *scales, const float *offsets, size_t block, float *out);
 
+/// In place GELU, x * (1 + erf(x / sqrt 2)) / 2, with erf from Abramowitz & Stegun 7.1.26
+/// (|error| <= 1.5e-7) and exp from a degree-6 polynomial after range reduction by ln 2.
+void shrink_gelu_f32(float *x, size_t n);
+
 /// Sum of a[i] * b[i], accumulated in 16 float lanes then reduced.
 float shrink_dot_f32(const float *a, const float *b, size_t n);
 
