@@ -50,6 +50,15 @@ struct ParsedArguments: Sendable {
 
     func flag(_ name: String) -> Bool { flags.contains(name) }
     func value(_ name: String) -> String? { values[name] }
+
+    /// The value of option `name` as a positive integer, or `fallback` when absent.
+    func positiveInteger(_ name: String, default fallback: Int, command: String) throws(UsageError) -> Int {
+        guard let text = values[name] else { return fallback }
+        guard let value = Int(text), value >= 1 else {
+            throw UsageError(command: command, message: "\(name) expects a positive integer, got '\(text)'")
+        }
+        return value
+    }
 }
 
 /// A command line that does not fit what the command accepts. Exit code 2.

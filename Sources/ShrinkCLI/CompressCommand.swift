@@ -20,7 +20,7 @@ enum CompressCommand {
     static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
         guard let recipePath = arguments.value("--recipe") else { throw UsageError(command: spec.name, message: "missing option --recipe <file>") }
         guard let output = arguments.value("--output") else { throw UsageError(command: spec.name, message: "missing option --output <file>") }
-        let threads = try threadCount(arguments, command: spec.name)
+        let threads = try arguments.positiveInteger("--threads", default: ProcessInfo.processInfo.activeProcessorCount, command: spec.name)
         let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
         let recipe = try Recipe.load(path: recipePath)
         console.printError("Compressing \(location.weightsPath) with \(recipePath)")
@@ -41,14 +41,6 @@ enum CompressCommand {
             "  mean weight SNR: " + (summary.meanSNRDecibels.map { TextTable.fixed($0, digits: 1) + " dB" } ?? "exact"),
             "  time: \(TextTable.fixed(summary.seconds, digits: 2)) s",
         ].joined(separator: "\n")
-    }
-
-    static func threadCount(_ arguments: ParsedArguments, command: String) throws -> Int {
-        guard let text = arguments.value("--threads") else { return ProcessInfo.processInfo.activeProcessorCount }
-        guard let threads = Int(text), threads >= 1 else {
-            throw UsageError(command: command, message: "--threads expects a positive integer, got '\(text)'")
-        }
-        return threads
     }
 }
 

@@ -25,8 +25,8 @@ enum EmbedCommand {
     static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
         guard let input = arguments.value("--input") else { throw UsageError(command: spec.name, message: "missing option --input <file>") }
         guard let output = arguments.value("--output") else { throw UsageError(command: spec.name, message: "missing option --output <file>") }
-        let batchSize = try positive(arguments, "--batch-size", default: 32)
-        let threads = try positive(arguments, "--threads", default: ProcessInfo.processInfo.activeProcessorCount)
+        let batchSize = try arguments.positiveInteger("--batch-size", default: 32, command: spec.name)
+        let threads = try arguments.positiveInteger("--threads", default: ProcessInfo.processInfo.activeProcessorCount, command: spec.name)
         BLASLibrary.setThreadCount(threads)
         let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
         let base = arguments.value("--base") ?? (location.configPath.map { ($0 as NSString).deletingLastPathComponent }
@@ -53,11 +53,5 @@ enum EmbedCommand {
                                     metadata: ["model": location.weightsPath], to: output)
         console.print("Wrote \(ids.count) embeddings to \(output) (\(TextTable.fixed(Double(ids.count) / max(seconds, 1e-9), digits: 1)) sentences/s)")
         return 0
-    }
-
-    static func positive(_ arguments: ParsedArguments, _ name: String, default fallback: Int) throws -> Int {
-        guard let text = arguments.value(name) else { return fallback }
-        guard let value = Int(text), value >= 1 else { throw UsageError(command: spec.name, message: "\(name) expects a positive integer, got '\(text)'") }
-        return value
     }
 }

@@ -93,35 +93,13 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
             case .perBlock(let size): block = size
             default: return (.generic(EncodedTensorReader(weight)), nil)
             }
-            let blocksPerRow = (columns + block - 1) / block
-            let scales = weight.parts["scales"]!.floats()
-            let zeroPoints = weight.parts["zero_points"]?.floats()
-            var rowScales = [Float](repeating: 0, count: rows * blocksPerRow)
-            var offsets = rowScales
-            for row in 0..<rows {
-                for b in 0..<blocksPerRow {
-                    let group = EncodingLayout.group(of: row * columns + b * block, affine.granularity, shape: weight.shape)
-                    let zeroPoint = zeroPoints.map { Int($0[group]) } ?? affine.implicitZeroPoint
-                    rowScales[row * blocksPerRow + b] = scales[group]
-                    offsets[row * blocksPerRow + b] = scales[group] * Float(affine.codeOffset + zeroPoint)
-                }
-            }
+            let (blocksPerRow, rowScales, offsets) = affineTables(weight, affine, block: block)
             let (pointer, rowBytes, fourBit) = codes(weight.parts["codes"]!, bits: affine.bits)
             return (.affine(codes: pointer, rowBytes: rowBytes, fourBit: fourBit, scales: rowScales, offsets: offsets,
                             block: block, blocksPerRow: blocksPerRow), unpacked)
         case .palette(let palette) where palette.vectorSize == 1 && palette.channelAxis == 0:
-            let groups = EncodingLayout.groupCount(palette.granularity, shape: weight.shape)
-            var lut = weight.parts["lut"]!.floats()
-            if let lutScales = weight.parts["lut_scales"]?.floats() {
-                for group in 0..<groups { for entry in 0..<palette.entries { lut[group * palette.entries + entry] *= lutScales[group] } }
-            }
             let (pointer, rowBytes, fourBit) = codes(weight.parts["indices"]!, bits: palette.bits)
-            let tableSize = fourBit ? 16 : 256
-            let luts = (0..<groups).map { group in
-                Array(lut[(group * palette.entries)..<((group + 1) * palette.entries)])
-                    + [Float](repeating: 0, count: tableSize - palette.entries)
-            }
-            let rowGroup = (0..<rows).map { EncodingLayout.group(of: $0 * columns, palette.granularity, shape: weight.shape) }
+            let (luts, rowGroup) = lookupTables(weight, palette, tableSize: fourBit ? 16 : 256)
             return (.palette(indices: pointer, rowBytes: rowBytes, fourBit: fourBit, luts: luts, rowGroup: rowGroup,
                              rowScale: weight.parts["channel_scales"]?.floats()), unpacked)
         case .sparse(_, let base):
@@ -129,6 +107,41 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
         default:
             return (.generic(EncodedTensorReader(weight)), nil)
         }
+    }
+
+    /// Per row, per block of `block` inputs: the scale `s` and offset `o = s · (codeOffset + zeroPoint)`
+    /// with which a code decodes to `s · c − o`.
+    static func affineTables(_ weight: EncodedTensor, _ affine: AffineEncoding, block: Int) -> (Int, [Float], [Float]) {
+        let rows = weight.shape[0], columns = weight.shape[1]
+        let blocksPerRow = (columns + block - 1) / block
+        let scales = weight.parts["scales"]!.floats()
+        let zeroPoints = weight.parts["zero_points"]?.floats()
+        var rowScales = [Float](repeating: 0, count: rows * blocksPerRow)
+        var offsets = rowScales
+        for row in 0..<rows {
+            for b in 0..<blocksPerRow {
+                let group = EncodingLayout.group(of: row * columns + b * block, affine.granularity, shape: weight.shape)
+                let zeroPoint = zeroPoints.map { Int($0[group]) } ?? affine.implicitZeroPoint
+                rowScales[row * blocksPerRow + b] = scales[group]
+                offsets[row * blocksPerRow + b] = scales[group] * Float(affine.codeOffset + zeroPoint)
+            }
+        }
+        return (blocksPerRow, rowScales, offsets)
+    }
+
+    /// Each LUT group's entries (int8 LUT scales applied) padded with zeros to `tableSize`, and the
+    /// group of each output row.
+    static func lookupTables(_ weight: EncodedTensor, _ palette: PaletteEncoding, tableSize: Int) -> ([[Float]], [Int]) {
+        let groups = EncodingLayout.groupCount(palette.granularity, shape: weight.shape)
+        var lut = weight.parts["lut"]!.floats()
+        if let lutScales = weight.parts["lut_scales"]?.floats() {
+            for group in 0..<groups { for entry in 0..<palette.entries { lut[group * palette.entries + entry] *= lutScales[group] } }
+        }
+        let luts = (0..<groups).map { group in
+            Array(lut[(group * palette.entries)..<((group + 1) * palette.entries)]) + [Float](repeating: 0, count: tableSize - palette.entries)
+        }
+        let rowGroup = (0..<weight.shape[0]).map { EncodingLayout.group(of: $0 * weight.shape[1], palette.granularity, shape: weight.shape) }
+        return (luts, rowGroup)
     }
 
     /// Sparse weights whose base is an affine code or a scalar palette grouped along the output
@@ -144,14 +157,7 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
         switch base {
         case .palette(let palette) where palette.vectorSize == 1 && palette.channelAxis == 0:
             bits = palette.bits
-            let groups = EncodingLayout.groupCount(palette.granularity, shape: weight.shape)
-            var lut = weight.parts["lut"]!.floats()
-            if let lutScales = weight.parts["lut_scales"]?.floats() {
-                for group in 0..<groups { for entry in 0..<palette.entries { lut[group * palette.entries + entry] *= lutScales[group] } }
-            }
-            let tableSize = palette.entries <= 16 ? 16 : 256
-            luts = (0..<groups).map { Array(lut[($0 * palette.entries)..<(($0 + 1) * palette.entries)]) + [Float](repeating: 0, count: tableSize - palette.entries) }
-            rowGroup = (0..<rows).map { EncodingLayout.group(of: $0 * columns, palette.granularity, shape: weight.shape) }
+            (luts, rowGroup) = lookupTables(weight, palette, tableSize: palette.entries <= 16 ? 16 : 256)
             rowScale = weight.parts["channel_scales"]?.floats()
         case .affine(let affine):
             bits = affine.bits
@@ -160,17 +166,7 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
             case .perBlock(let size): block = size
             default: return nil
             }
-            blocksPerRow = (columns + block - 1) / block
-            let groupScales = weight.parts["scales"]!.floats()
-            let zeroPoints = weight.parts["zero_points"]?.floats()
-            for row in 0..<rows {
-                for b in 0..<blocksPerRow {
-                    let group = EncodingLayout.group(of: row * columns + b * block, affine.granularity, shape: weight.shape)
-                    let zeroPoint = zeroPoints.map { Int($0[group]) } ?? affine.implicitZeroPoint
-                    scales.append(groupScales[group])
-                    offsets.append(groupScales[group] * Float(affine.codeOffset + zeroPoint))
-                }
-            }
+            (blocksPerRow, scales, offsets) = affineTables(weight, affine, block: block)
         default:
             return nil
         }
@@ -196,6 +192,15 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
         let base = UnsafePointer(buffer.baseAddress!)
         return (.sparse(mask: base, maskRowBytes: maskRowBytes, kept: base + rows * maskRowBytes, keptStart: keptStart, luts: luts,
                         rowGroup: rowGroup, scales: scales, offsets: offsets, block: block, blocksPerRow: blocksPerRow, rowScale: rowScale), buffer)
+    }
+
+    /// Per-output-channel scales that multiply a row's result (channel-scaled palettes).
+    var outputScales: [Float]? {
+        switch layout {
+        case .palette(_, _, _, _, _, let scale): scale
+        case .sparse(_, _, _, _, _, _, _, _, _, _, let scale): scale
+        default: nil
+        }
     }
 
     /// The decode-and-dot of weight row `row` with one input row in a single pass, for the layouts
@@ -273,11 +278,7 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
             forwardThroughBLAS(x, rows: rows, into: &y)
             return
         }
-        let rowScale: [Float]? = switch layout {
-        case .palette(_, _, _, _, _, let scale): scale
-        case .sparse(_, _, _, _, _, _, _, _, _, _, let scale): scale
-        default: nil
-        }
+        let rowScale = outputScales
         // Contiguous row ranges, one per thread: each output is computed the same way whatever the
         // thread count, so results are identical run to run.
         let workers = workerCount(threads: threads, work: rows * outFeatures * inFeatures, outFeatures: outFeatures,
@@ -327,12 +328,7 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
         DispatchQueue.concurrentPerform(iterations: workers) { worker in
             for row in (self.outFeatures * worker / workers)..<(self.outFeatures * (worker + 1) / workers) {
                 self.decodeRow(row, into: target + row * self.inFeatures)
-                let rowScale: [Float]? = switch self.layout {
-                case .palette(_, _, _, _, _, let scale): scale
-                case .sparse(_, _, _, _, _, _, _, _, _, _, let scale): scale
-                default: nil
-                }
-                if let scale = rowScale?[row] {
+                if let scale = self.outputScales?[row] {
                     for column in 0..<self.inFeatures { target[row * self.inFeatures + column] *= scale }
                 }
             }
