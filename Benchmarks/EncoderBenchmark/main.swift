@@ -45,7 +45,8 @@ print("batch 1: \(latencyInputs.count) sentences, mean \(latencyInputs.reduce(0)
 
 for threads in [1, 2] {
     BLASLibrary.setThreadCount(threads)
-    let encoders = try files.map { ($0.0, try BertEncoder(config: config, source: try WeightSource(path: $0.1, threads: threads))) }
+    let pooling = try SentencePooling(folder: modelFolder)
+    let encoders = try files.map { ($0.0, try BertEncoder(config: config, pooling: pooling, source: try WeightSource(path: $0.1, threads: threads))) }
     let reference = encoders[0].1.embed(Array(latencyInputs.prefix(50)).map { $0 }).map { $0 }
     var latency = [String: [Double]](), throughput = [String: [Double]]()
     for (name, encoder) in encoders { _ = encoder.embed([latencyInputs[0]]); _ = encoder.embed(batches[0]); _ = name }

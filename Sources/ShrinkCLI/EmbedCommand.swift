@@ -15,7 +15,7 @@ enum EmbedCommand {
         arguments: [],
         options: [
             OptionSpec(name: "--model", valueName: "path", help: "Model folder, weights file (plain or compressed) or known name (default: minilm)."),
-            OptionSpec(name: "--base", valueName: "folder", help: "Folder with config.json and vocab.txt (default: the model's folder, else the minilm cache folder)."),
+            OptionSpec(name: "--base", valueName: "folder", help: "Folder with config.json, vocab.txt and the pooling config (default: the model's folder, else the minilm cache folder)."),
             OptionSpec(name: "--input", valueName: "file", help: "UTF-8 text, one sentence per line. Required."),
             OptionSpec(name: "--output", valueName: "file", help: "Where to write the tensor 'embeddings' [N, hidden] F32 (.safetensors). Required."),
             OptionSpec(name: "--batch-size", valueName: "n", help: "Sentences per forward pass (default 32)."),
@@ -31,7 +31,8 @@ enum EmbedCommand {
         let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
         let base = arguments.value("--base") ?? (location.configPath.map { ($0 as NSString).deletingLastPathComponent }
             ?? ModelRegistry.directory(of: ModelRegistry.defaultEntry))
-        let encoder = try BertEncoder(config: try BertConfig(path: base + "/config.json"), source: try WeightSource(path: location.weightsPath, threads: threads))
+        let encoder = try BertEncoder(config: try BertConfig(path: base + "/config.json"), pooling: try SentencePooling(folder: base),
+                                      source: try WeightSource(path: location.weightsPath, threads: threads))
         let tokenizer = try WordPieceTokenizer(vocabularyFile: base + "/vocab.txt", maximumLength: min(256, encoder.config.maxPositions))
         try encoder.check(tokenizer, vocabularyFile: base + "/vocab.txt")
         guard let data = FileManager.default.contents(atPath: input) else {

@@ -4,13 +4,15 @@ import ShrinkKernels
 
 /// The sentence-transformers BERT encoder (all-MiniLM-L6-v2): word + position + token-type
 /// embeddings and LayerNorm; `layers` × (multi-head self-attention, residual, LayerNorm, GELU
-/// feed-forward, residual, LayerNorm); mean pooling over the tokens; L2 normalization.
+/// feed-forward, residual, LayerNorm); pooling over the tokens (mean, or the CLS token) and
+/// optional L2 normalization, as `SentencePooling` says.
 ///
 /// A batch is run packed: the tokens of all sentences form one matrix for every linear layer (so
 /// no compute is spent on padding), and attention runs per sentence over exactly its own tokens,
 /// which is what an attention mask over padded sequences computes.
 public final class BertEncoder: @unchecked Sendable {
     public let config: BertConfig
+    public let pooling: SentencePooling
     let wordEmbeddings: EmbeddingTable
     let positionEmbeddings: EmbeddingTable
     let typeEmbeddings: EmbeddingTable
@@ -23,8 +25,9 @@ public final class BertEncoder: @unchecked Sendable {
     }
 
     /// Builds the encoder from the tensors `source` provides, by the Hugging Face BERT names.
-    public init(config: BertConfig, source: WeightSource) throws(ModelError) {
+    public init(config: BertConfig, pooling: SentencePooling = SentencePooling(), source: WeightSource) throws(ModelError) {
         self.config = config
+        self.pooling = pooling
         let hidden = config.hiddenSize
         wordEmbeddings = try source.embedding("embeddings.word_embeddings.weight", columns: hidden)
         positionEmbeddings = try source.embedding("embeddings.position_embeddings.weight", columns: hidden)
@@ -58,7 +61,7 @@ public final class BertEncoder: @unchecked Sendable {
         }
     }
 
-    /// Sentence embeddings (`hiddenSize` floats each, unit length) of token-id sequences.
+    /// Sentence embeddings (`hiddenSize` floats each; unit length when normalizing) of token-id sequences.
     /// - Precondition: every sequence is non-empty, fits the position table and its ids have
     ///   embedding rows (`check(_:vocabularyFile:)` guarantees it for a tokenizer's output).
     public func embed(_ sequences: [[Int32]]) -> [[Float]] {
@@ -81,14 +84,20 @@ public final class BertEncoder: @unchecked Sendable {
         embeddingNorm.apply(&states, rows: total, epsilon: config.layerNormEpsilon)
         let lengths = sequences.map(\.count)
         for layer in layers { run(layer, states: &states, lengths: lengths) }
-        // Mean pooling per sentence, then L2 normalization.
         var start = 0
         return lengths.map { length in
             var pooled = [Float](repeating: 0, count: hidden)
-            for token in start..<(start + length) {
-                for column in 0..<hidden { pooled[column] += states[token * hidden + column] }
+            switch pooling.mode {
+            case .mean:
+                for token in start..<(start + length) {
+                    for column in 0..<hidden { pooled[column] += states[token * hidden + column] }
+                }
+                for column in 0..<hidden { pooled[column] /= Float(length) }
+            case .cls:
+                for column in 0..<hidden { pooled[column] = states[start * hidden + column] }
             }
             start += length
+            guard pooling.normalize else { return pooled }
             let norm = max(sqrt(pooled.reduce(0) { $0 + $1 * $1 }), 1e-12)
             return pooled.map { $0 / norm }
         }

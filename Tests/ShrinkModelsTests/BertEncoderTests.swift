@@ -30,7 +30,8 @@ import ShrinkTestSupport
     }
 
     static func encoder(weights: String) throws -> BertEncoder {
-        try BertEncoder(config: try BertConfig(path: TestModels.miniLM + "/config.json"), source: try WeightSource(path: weights))
+        try BertEncoder(config: try BertConfig(path: TestModels.miniLM + "/config.json"), pooling: try SentencePooling(folder: TestModels.miniLM),
+                        source: try WeightSource(path: weights))
     }
 
     @Test func fp32EmbeddingsMatchTheReference() throws {
@@ -66,6 +67,21 @@ import ShrinkTestSupport
         for index in [0, 1, 100, 258] {
             let cosine = Self.cosine(encoder.embed([tokenizer.encode(sentences[index])])[0], reference[index])
             #expect(cosine >= 0.995, "int8 sentence \(index): cosine \(cosine)")
+        }
+    }
+
+    @Test func poolingComesFromTheModelFolder() throws {
+        #expect(try SentencePooling(folder: TestModels.miniLM) == SentencePooling(mode: .mean, normalize: true))
+        let folder = TemporaryDirectory()
+        #expect(try SentencePooling(folder: folder.path) == SentencePooling(mode: .mean, normalize: true))
+        try FileManager.default.createDirectory(atPath: folder.file("1_Pooling"), withIntermediateDirectories: true)
+        try #"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#.write(toFile: folder.file("1_Pooling/config.json"), atomically: true, encoding: .utf8)
+        try #"[{"type": "sentence_transformers.models.Transformer"}]"#.write(toFile: folder.file("modules.json"), atomically: true, encoding: .utf8)
+        #expect(try SentencePooling(folder: folder.path) == SentencePooling(mode: .cls, normalize: false))
+        try #"{"pooling_mode_max_tokens": true}"#.write(toFile: folder.file("1_Pooling/config.json"), atomically: true, encoding: .utf8)
+        #expect(throws: ModelError.invalidFile(path: folder.file("1_Pooling/config.json"),
+                                               reason: "pooling pooling_mode_max_tokens is not supported (mean or cls tokens)")) {
+            try SentencePooling(folder: folder.path)
         }
     }
 }
