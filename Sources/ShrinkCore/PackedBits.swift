@@ -41,10 +41,4 @@ public enum PackedBits {
         if shift + bits > 8 { wide |= UInt16(bytes[byte + 1]) << 8 }
         return UInt8(truncatingIfNeeded: (wide >> shift) & ((1 << bits) - 1))
     }
-
-    /// Unpacks `count` values.
-    public static func unpack(_ bytes: UnsafeRawBufferPointer, bits: Int, count: Int) -> [UInt8] {
-        precondition(bytes.count >= byteCount(count: count, bits: bits))
-        return (0..<count).map { value(at: $0, bits: bits, in: bytes) }
-    }
 }
