@@ -55,4 +55,37 @@ void shrink_gelu_f32(float *x, size_t n);
 /// Sum of a[i] * b[i], accumulated in 16 float lanes then reduced.
 float shrink_dot_f32(const float *a, const float *b, size_t n);
 
+// ---- Integer dot products (int8_panels.c) ----
+//
+// Weights are u8 codes q with value a * q - o, where the scale a and offset o are per output
+// channel and per weight block (a run of 32 * blocks_per_wblock inputs). They are packed in
+// panels of 16 output channels over kpad inputs (kpad a multiple of 32, padded with code 0):
+// - byte panels: for input quad j (inputs 4j..4j+3), 64 bytes, byte 4r + i = code of channel r
+//   at input 4j + i; a panel is kpad * 16 bytes;
+// - nibble panels: for input octet t (inputs 8t..8t+7), 64 bytes, byte 4r + i holds the code of
+//   channel r at input 8t + i in its low nibble and at input 8t + 4 + i in its high nibble; a
+//   panel is kpad * 8 bytes. With a LUT (16 bytes per panel), a nibble is an index and its code
+//   is lut[index].
+// scales and offsets hold, per panel and weight block, 16 floats (one per channel).
+// Activations are quantized per row in blocks of 32 inputs: x ~ s * q with s = max|x| / 127,
+// q = round-to-nearest-even(x * (127 / max|x|)) in [-127, 127] (q = 0, s = 0 for an all-zero
+// block); the block sum is s * sum(q).
+// Then y[m][n] = bias[n] + sum over weight blocks of (a * sum over its activation blocks of
+// (s * sum(q_x * q_w)) - o * sum of its activation block sums).
+
+/// 1 when the CPU supports AVX-512 VNNI (and the AVX-512 F/BW the other kernels need), else 0.
+int shrink_cpu_has_avx512_vnni(void);
+
+/// Quantizes `rows` rows of `k` floats (row stride `ldx`) into int8 rows of `kpad` (zero padded),
+/// with `kpad / 32` scales and block sums per row.
+void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, size_t kpad, int8_t *xq,
+                             float *scales, float *sums);
+
+/// y[m * ldy + c] for m < rows and the channels c < n of panels [panel_begin, panel_end) (bias
+/// may be NULL; luts is NULL unless nibble indices go through per-panel LUTs).
+void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, size_t n, size_t kpad,
+                             size_t blocks_per_wblock, const float *scales, const float *offsets,
+                             size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
+                             const float *xsums, size_t rows, float *y, size_t ldy, const float *bias);
+
 #endif

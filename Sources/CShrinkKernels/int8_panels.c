@@ -1,0 +1,170 @@
+// Integer dot products on u8 weight codes and int8 activations (AVX-512 VNNI `vpdpbusd`).
+// Layouts and arithmetic are described in shrink_kernels.h; the Swift twins live in
+// ShrinkKernels/Int8PanelKernels.swift and are tested against these.
+#include "shrink_kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define INLINE static inline __attribute__((always_inline))
+
+int shrink_cpu_has_avx512_vnni(void) {
+    __builtin_cpu_init();
+    return shrink_cpu_has_avx512() && __builtin_cpu_supports("avx512vnni");
+}
+
+VNNI void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, size_t kpad, int8_t *xq,
+                                  float *scales, float *sums) {
+    const size_t blocks = kpad / 32;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (size_t m = 0; m < rows; m++) {
+        const float *row = x + m * ldx;
+        for (size_t b = 0; b < blocks; b++) {
+            size_t start = b * 32;
+            size_t count = start >= k ? 0 : (k - start < 32 ? k - start : 32);
+            __mmask16 mask0 = count >= 16 ? 0xFFFF : (__mmask16)((1u << count) - 1);
+            __mmask16 mask1 = count <= 16 ? 0 : (count >= 32 ? 0xFFFF : (__mmask16)((1u << (count - 16)) - 1));
+            __m512 v0 = _mm512_maskz_loadu_ps(mask0, row + start);
+            __m512 v1 = _mm512_maskz_loadu_ps(mask1, row + start + 16);
+            __m512 magnitude = _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1));
+            float largest = _mm512_reduce_max_ps(magnitude);
+            float inverse = largest > 0 ? 127.0f / largest : 0.0f;
+            __m512 factor = _mm512_set1_ps(inverse);
+            __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, factor));
+            __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, factor));
+            _mm_storeu_si128((__m128i *)(xq + m * kpad + start), _mm512_cvtsepi32_epi8(q0));
+            _mm_storeu_si128((__m128i *)(xq + m * kpad + start + 16), _mm512_cvtsepi32_epi8(q1));
+            float scale = largest / 127.0f;
+            scales[m * blocks + b] = scale;
+            sums[m * blocks + b] = scale * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+        }
+    }
+}
+
+/// One register tile: `MR` activation rows times `NP` panels of 16 output channels, over the
+/// whole input. Integer sums per 32-input block become floats scaled by the weight block's scale
+/// times the activation block's scale; each weight block subtracts its offset times the block
+/// sums of the activations.
+VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit, const uint8_t *luts, size_t kpad,
+                 size_t blocks_per_wblock, const float *scales, const float *offsets, size_t panel_floats, const int8_t *xq,
+                 const float *xscales, const float *xsums, int mr, float *y, size_t ldy, size_t n0, size_t n, const float *bias) {
+    const size_t blocks = kpad / 32;
+    const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
+    __m512i table[2];
+    for (int p = 0; p < np; p++) {
+        table[p] = luts ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(luts + p * 16))) : _mm512_setzero_si512();
+    }
+    __m512 acc[4][2];
+    for (int m = 0; m < mr; m++)
+        for (int p = 0; p < np; p++) acc[m][p] = _mm512_setzero_ps();
+    size_t block = 0;
+    for (size_t wb = 0; block < blocks; wb++) {
+        __m512 scale[2];
+        for (int p = 0; p < np; p++) scale[p] = _mm512_loadu_ps(scales + p * panel_floats + wb * 16);
+        float block_sum[4] = {0, 0, 0, 0};
+        size_t end = block + blocks_per_wblock < blocks ? block + blocks_per_wblock : blocks;
+        for (; block < end; block++) {
+            __m512i dot[4][2];
+            for (int m = 0; m < mr; m++)
+                for (int p = 0; p < np; p++) dot[m][p] = _mm512_setzero_si512();
+            const int8_t *xb = xq + block * 32;
+            if (four_bit) {
+                for (int t = 0; t < 4; t++) {
+                    __m512i lo[2], hi[2];
+                    for (int p = 0; p < np; p++) {
+                        __m512i v = _mm512_loadu_si512(w + p * panel_bytes + block * 256 + t * 64);
+                        lo[p] = _mm512_and_si512(v, low_nibbles);
+                        hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
+                        if (luts) {
+                            lo[p] = _mm512_shuffle_epi8(table[p], lo[p]);
+                            hi[p] = _mm512_shuffle_epi8(table[p], hi[p]);
+                        }
+                    }
+                    for (int m = 0; m < mr; m++) {
+                        __m512i x0 = _mm512_set1_epi32(*(const int32_t *)(xb + m * kpad + t * 8));
+                        __m512i x1 = _mm512_set1_epi32(*(const int32_t *)(xb + m * kpad + t * 8 + 4));
+                        for (int p = 0; p < np; p++) {
+                            dot[m][p] = _mm512_dpbusd_epi32(dot[m][p], lo[p], x0);
+                            dot[m][p] = _mm512_dpbusd_epi32(dot[m][p], hi[p], x1);
+                        }
+                    }
+                }
+            } else {
+                for (int q = 0; q < 8; q++) {
+                    __m512i v[2];
+                    for (int p = 0; p < np; p++) v[p] = _mm512_loadu_si512(w + p * panel_bytes + block * 512 + q * 64);
+                    for (int m = 0; m < mr; m++) {
+                        __m512i xv = _mm512_set1_epi32(*(const int32_t *)(xb + m * kpad + q * 4));
+                        for (int p = 0; p < np; p++) dot[m][p] = _mm512_dpbusd_epi32(dot[m][p], v[p], xv);
+                    }
+                }
+            }
+            for (int m = 0; m < mr; m++) {
+                __m512 xs = _mm512_set1_ps(xscales[m * blocks + block]);
+                block_sum[m] += xsums[m * blocks + block];
+                for (int p = 0; p < np; p++) {
+                    acc[m][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[m][p]), _mm512_mul_ps(scale[p], xs), acc[m][p]);
+                }
+            }
+        }
+        for (int p = 0; p < np; p++) {
+            __m512 offset = _mm512_loadu_ps(offsets + p * panel_floats + wb * 16);
+            for (int m = 0; m < mr; m++) acc[m][p] = _mm512_fnmadd_ps(offset, _mm512_set1_ps(block_sum[m]), acc[m][p]);
+        }
+    }
+    for (int p = 0; p < np; p++) {
+        size_t first = n0 + p * 16;
+        size_t count = n - first < 16 ? n - first : 16;
+        __mmask16 mask = count == 16 ? 0xFFFF : (__mmask16)((1u << count) - 1);
+        __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + first) : _mm512_setzero_ps();
+        for (int m = 0; m < mr; m++) _mm512_mask_storeu_ps(y + m * ldy + first, mask, _mm512_add_ps(acc[m][p], b));
+    }
+}
+
+#define TILE(MR, NP) \
+    tile(w + panel * panel_bytes, panel_bytes, NP, four_bit, luts ? luts + panel * 16 : NULL, kpad, blocks_per_wblock, \
+         scales + panel * panel_floats, offsets + panel * panel_floats, panel_floats, xq + m * kpad, \
+         xscales + m * blocks, xsums + m * blocks, MR, y + m * ldy, ldy, panel * 16, n, bias)
+
+VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, size_t n, size_t kpad,
+                                  size_t blocks_per_wblock, const float *scales, const float *offsets,
+                                  size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
+                                  const float *xsums, size_t rows, float *y, size_t ldy, const float *bias) {
+    const size_t blocks = kpad / 32;
+    const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
+    const size_t panel_bytes = four_bit ? kpad * 8 : kpad * 16;
+    const size_t panel_floats = wblocks * 16;
+    size_t panel = panel_begin;
+    for (; panel + 2 <= panel_end; panel += 2) {
+        size_t m = 0;
+        for (; m + 4 <= rows; m += 4) TILE(4, 2);
+        for (; m + 2 <= rows; m += 2) TILE(2, 2);
+        for (; m < rows; m++) TILE(1, 2);
+    }
+    for (; panel < panel_end; panel++) {
+        size_t m = 0;
+        for (; m + 4 <= rows; m += 4) TILE(4, 1);
+        for (; m + 2 <= rows; m += 2) TILE(2, 1);
+        for (; m < rows; m++) TILE(1, 1);
+    }
+}
+
+#else
+
+int shrink_cpu_has_avx512_vnni(void) { return 0; }
+
+void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, size_t kpad, int8_t *xq,
+                             float *scales, float *sums) {
+    (void)x, (void)rows, (void)k, (void)ldx, (void)kpad, (void)xq, (void)scales, (void)sums;
+}
+
+void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, size_t n, size_t kpad,
+                             size_t blocks_per_wblock, const float *scales, const float *offsets,
+                             size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
+                             const float *xsums, size_t rows, float *y, size_t ldy, const float *bias) {
+    (void)w, (void)four_bit, (void)luts, (void)n, (void)kpad, (void)blocks_per_wblock, (void)scales, (void)offsets;
+    (void)panel_begin, (void)panel_end, (void)xq, (void)xscales, (void)xsums, (void)rows, (void)y, (void)ldy, (void)bias;
+}
+
+#endif

@@ -1,0 +1,88 @@
+import CShrinkKernels
+
+/// The implementations of the integer kernels (activations quantized to int8, u8 weight codes);
+/// see `shrink_kernels.h` for the layouts and the arithmetic both follow.
+public enum IntegerKernelVariant: String, CaseIterable, Sendable {
+    /// Portable Swift loops, the reference twins of the vector kernels (same arithmetic, same
+    /// order of float operations).
+    case swift
+    /// C with AVX-512 VNNI `vpdpbusd` (`CShrinkKernels/int8_panels.c`).
+    case avx512vnni
+
+    /// The variants this CPU can run.
+    public static let available: [IntegerKernelVariant] = shrink_cpu_has_avx512_vnni() != 0 ? [.swift, .avx512vnni] : [.swift]
+
+    /// The fastest variant this CPU can run.
+    public static let best: IntegerKernelVariant = available.last!
+
+    /// Quantizes `rows` rows of `k` floats (stride `ldx`) into int8 rows of `kpad` inputs, with one
+    /// scale and one block sum per 32 inputs.
+    func quantizeRows(_ x: UnsafePointer<Float>, rows: Int, k: Int, ldx: Int, kpad: Int, into xq: UnsafeMutablePointer<Int8>,
+                      scales: UnsafeMutablePointer<Float>, sums: UnsafeMutablePointer<Float>) {
+        switch self {
+        case .avx512vnni: shrink_quantize_rows_s8(x, rows, k, ldx, kpad, xq, scales, sums)
+        case .swift:
+            let blocks = kpad / 32
+            for m in 0..<rows {
+                for block in 0..<blocks {
+                    let start = block * 32, end = min(max(k, start), start + 32)
+                    var largest: Float = 0
+                    for i in start..<end { largest = max(largest, abs(x[m * ldx + i])) }
+                    let inverse: Float = largest > 0 ? 127 / largest : 0
+                    var sum: Int32 = 0
+                    for i in start..<(start + 32) {
+                        let value = i < end ? (x[m * ldx + i] * inverse).rounded(.toNearestOrEven) : 0
+                        let q = Int8(max(-128, min(127, value)))
+                        xq[m * kpad + i] = q
+                        sum += Int32(q)
+                    }
+                    let scale = largest / 127
+                    scales[m * blocks + block] = scale
+                    sums[m * blocks + block] = scale * Float(sum)
+                }
+            }
+        }
+    }
+
+    /// `y[m · ldy + c]` for `m < rows` and the channels of panels `panels` (see
+    /// `shrink_gemm_u8s8_panels`).
+    func gemm(_ w: Int8PanelWeights, panels: Range<Int>, xq: UnsafePointer<Int8>, xScales: UnsafePointer<Float>,
+              xSums: UnsafePointer<Float>, rows: Int, y: UnsafeMutablePointer<Float>, ldy: Int, bias: UnsafePointer<Float>?) {
+        let luts = w.luts.map { UnsafePointer($0.baseAddress!) }
+        let codes = UnsafePointer(w.codes.baseAddress!), scales = UnsafePointer(w.scales.baseAddress!)
+        let offsets = UnsafePointer(w.offsets.baseAddress!)
+        switch self {
+        case .avx512vnni:
+            shrink_gemm_u8s8_panels(codes, w.fourBit ? 1 : 0, luts, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales, offsets,
+                                    panels.lowerBound, panels.upperBound, xq, xScales, xSums, rows, y, ldy, bias)
+        case .swift:
+            let kpad = w.paddedColumns, blocks = kpad / 32, panelFloats = w.weightBlocks * 16
+            for panel in panels {
+                for lane in 0..<16 where panel * 16 + lane < w.rows {
+                    for m in 0..<rows {
+                        var acc: Float = 0
+                        var block = 0, weightBlock = 0
+                        while block < blocks {
+                            let scale = scales[panel * panelFloats + weightBlock * 16 + lane]
+                            var blockSum: Float = 0
+                            let end = min(block + w.blocksPerWeightBlock, blocks)
+                            while block < end {
+                                var dot: Int32 = 0
+                                for i in 0..<32 {
+                                    let code = w.code(panel: panel, lane: lane, input: block * 32 + i, codes: codes, luts: luts)
+                                    dot += Int32(code) * Int32(xq[m * kpad + block * 32 + i])
+                                }
+                                acc = acc.addingProduct(Float(dot), scale * xScales[m * blocks + block])
+                                blockSum += xSums[m * blocks + block]
+                                block += 1
+                            }
+                            acc = acc.addingProduct(-offsets[panel * panelFloats + weightBlock * 16 + lane], blockSum)
+                            weightBlock += 1
+                        }
+                        y[m * ldy + panel * 16 + lane] = acc + (bias?[panel * 16 + lane] ?? 0)
+                    }
+                }
+            }
+        }
+    }
+}

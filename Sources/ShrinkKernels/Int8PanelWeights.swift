@@ -1,0 +1,309 @@
+import ShrinkCore
+
+/// An encoded weight `[rows, columns]` repacked once at load for integer dot products: one u8 code
+/// per weight with value `a · q − o`, `a` and `o` per output channel and per weight block, in
+/// panels of 16 output channels (layouts in `shrink_kernels.h`).
+///
+/// How each encoding maps onto codes:
+/// - affine weights (per tensor, per output channel, or per block of a multiple of 32 inputs),
+///   dense or pruned: the stored codes, exactly (a pruned weight takes its block's zero code);
+/// - scalar palettes grouped along the output channels, dense or pruned: each group's LUT is
+///   quantized to 8 bits on a grid that holds 0 exactly (error at most half a step,
+///   `(max(lut, 0) − min(lut, 0)) / 510`); output-channel scales fold into `a` and `o`;
+/// - other palettes (vector entries, groups along the inputs): each decoded row is quantized to 8
+///   bits on the same kind of grid.
+/// Codes of at most 4 bits stay 4-bit (nibble panels; palette indices then go through a 16-byte LUT
+/// per panel when all 16 channels share one); wider codes take a byte each. `nil` for what the
+/// integer path does not cover: F32/F16/BF16 values (dense or pruned) and affine blocks that are not
+/// a multiple of 32 inputs.
+public final class Int8PanelWeights: @unchecked Sendable {
+    public let rows: Int
+    public let columns: Int
+    /// `columns` rounded up to a multiple of 32.
+    public let paddedColumns: Int
+    public let panels: Int
+    /// Whether codes are packed as nibbles (else one byte each).
+    public let fourBit: Bool
+    /// Activation blocks (32 inputs) per weight block.
+    public let blocksPerWeightBlock: Int
+    /// Weight blocks per row.
+    public let weightBlocks: Int
+    /// Whether the codes reproduce the stored weights exactly (affine) or on an 8-bit grid (palettes).
+    public let isExact: Bool
+    let codes: UnsafeMutableBufferPointer<UInt8>
+    let luts: UnsafeMutableBufferPointer<UInt8>?
+    let scales: UnsafeMutableBufferPointer<Float>
+    let offsets: UnsafeMutableBufferPointer<Float>
+
+    /// Bytes held by the packed weight (codes, LUTs, scales and offsets).
+    public var byteCount: Int { codes.count + (luts?.count ?? 0) + 4 * (scales.count + offsets.count) }
+
+    /// The codes of one layer before packing: row-major `rows × columns` codes (or LUT indices),
+    /// per-row and per-weight-block scales and offsets, and optional per-row 16-byte LUTs.
+    struct CodeMatrix {
+        var codes: [UInt8]
+        var rowScales: [Float]
+        var rowOffsets: [Float]
+        var weightBlock: Int
+        var fourBit: Bool
+        var rowLUTs: [[UInt8]]?
+        var exact: Bool
+    }
+
+    /// Repacks `weight`, or `nil` when its encoding is not covered (see the type's documentation).
+    public convenience init?(weight: EncodedTensor) {
+        guard weight.shape.count == 2, let matrix = Self.codeMatrix(weight) else { return nil }
+        self.init(matrix, rows: weight.shape[0], columns: weight.shape[1])
+    }
+
+    init(_ matrix: CodeMatrix, rows: Int, columns: Int) {
+        self.rows = rows
+        self.columns = columns
+        paddedColumns = max(32, (columns + 31) / 32 * 32)
+        panels = (rows + 15) / 16
+        isExact = matrix.exact
+        let blocks = paddedColumns / 32
+        blocksPerWeightBlock = matrix.weightBlock >= columns ? blocks : matrix.weightBlock / 32
+        weightBlocks = (blocks + blocksPerWeightBlock - 1) / blocksPerWeightBlock
+        let panels = panels
+        // Nibble indices keep their LUT when the 16 channels of every panel share one.
+        let sharedLUTs = matrix.rowLUTs.flatMap { luts in
+            matrix.fourBit && (0..<panels).allSatisfy { panel in
+                (panel * 16..<min(rows, panel * 16 + 16)).allSatisfy { luts[$0] == luts[panel * 16] }
+            } ? luts : nil
+        }
+        var codeMatrix = matrix.codes
+        if let rowLUTs = matrix.rowLUTs, sharedLUTs == nil {
+            for row in 0..<rows {
+                for column in 0..<columns { codeMatrix[row * columns + column] = rowLUTs[row][Int(codeMatrix[row * columns + column])] }
+            }
+        }
+        let nibbles = matrix.fourBit && (matrix.rowLUTs == nil || sharedLUTs != nil)
+        fourBit = nibbles
+        let panelBytes = nibbles ? paddedColumns * 8 : paddedColumns * 16
+        let packed = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: panels * panelBytes)
+        packed.initialize(repeating: 0)
+        codeMatrix.withUnsafeBufferPointer { source in
+            Self.pack(source.baseAddress!, rows: rows, columns: columns, nibbles: nibbles, panelBytes: panelBytes, into: packed.baseAddress!)
+        }
+        codes = packed
+        if let sharedLUTs {
+            let tables = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: panels * 16)
+            for panel in 0..<panels { for entry in 0..<16 { tables[panel * 16 + entry] = sharedLUTs[panel * 16][entry] } }
+            luts = tables
+        } else {
+            luts = nil
+        }
+        scales = .allocate(capacity: panels * weightBlocks * 16)
+        offsets = .allocate(capacity: panels * weightBlocks * 16)
+        scales.initialize(repeating: 0)
+        offsets.initialize(repeating: 0)
+        for row in 0..<rows {
+            for block in 0..<weightBlocks {
+                let target = (row / 16) * weightBlocks * 16 + block * 16 + row % 16
+                scales[target] = matrix.rowScales[row * weightBlocks + block]
+                offsets[target] = matrix.rowOffsets[row * weightBlocks + block]
+            }
+        }
+    }
+
+    /// How far a packed weight of output channel `row` may be from the stored weight: 0 when the
+    /// codes are exact, else half of the row's grid step.
+    public func maximumWeightError(row: Int) -> Float {
+        isExact ? 0 : scales[(row / 16) * weightBlocks * 16 + row % 16] / 2
+    }
+
+    deinit {
+        codes.deallocate()
+        luts?.deallocate()
+        scales.deallocate()
+        offsets.deallocate()
+    }
+
+    static func pack(_ source: UnsafePointer<UInt8>, rows: Int, columns: Int, nibbles: Bool, panelBytes: Int,
+                     into target: UnsafeMutablePointer<UInt8>) {
+        for row in 0..<rows {
+            let panel = target + (row / 16) * panelBytes, lane = (row % 16) * 4
+            let sourceRow = source + row * columns
+            if nibbles {
+                for column in 0..<columns {
+                    let octet = column >> 3, within = column & 7
+                    let byte = octet * 64 + lane + (within & 3)
+                    panel[byte] |= within < 4 ? sourceRow[column] : sourceRow[column] << 4
+                }
+            } else {
+                for column in 0..<columns { panel[(column >> 2) * 64 + lane + (column & 3)] = sourceRow[column] }
+            }
+        }
+    }
+
+    /// The code the kernels see for channel `16 · panel + lane` at `input`.
+    @inline(__always)
+    func code(panel: Int, lane: Int, input: Int, codes: UnsafePointer<UInt8>, luts: UnsafePointer<UInt8>?) -> UInt8 {
+        if fourBit {
+            let byte = codes[panel * paddedColumns * 8 + (input >> 3) * 64 + lane * 4 + (input & 3)]
+            let index = (input & 7) < 4 ? byte & 0x0F : byte >> 4
+            return luts.map { $0[panel * 16 + Int(index)] } ?? index
+        }
+        return codes[panel * paddedColumns * 16 + (input >> 2) * 64 + lane * 4 + (input & 3)]
+    }
+
+    // MARK: - From encodings to codes
+
+    static func codeMatrix(_ weight: EncodedTensor) -> CodeMatrix? {
+        let rows = weight.shape[0], columns = weight.shape[1]
+        switch weight.encoding {
+        case .affine(let affine):
+            guard let block = affineBlock(affine, columns: columns) else { return nil }
+            let (_, scales, offsets) = PackedLinear.affineTables(weight, affine, block: block)
+            return CodeMatrix(codes: unpack(weight.parts["codes"]!.bytes, count: rows * columns, bits: affine.bits),
+                              rowScales: scales, rowOffsets: offsets, weightBlock: block, fourBit: affine.bits <= 4, rowLUTs: nil, exact: true)
+        case .palette(let palette) where palette.vectorSize == 1 && palette.channelAxis == 0:
+            var (matrix, _) = paletteGrid(weight, palette)
+            matrix.codes = unpack(weight.parts["indices"]!.bytes, count: rows * columns, bits: palette.bits)
+            return matrix
+        case .sparse(_, let base):
+            if let matrix = sparseCodes(weight, base: base) { return matrix }
+            if case .palette = base { return requantizedRows(weight) }
+            return nil
+        case .palette:
+            return requantizedRows(weight)
+        case .dense:
+            return nil
+        }
+    }
+
+    /// The weight block of an affine encoding in inputs (`columns` for a whole row), if the integer
+    /// kernels take it.
+    static func affineBlock(_ affine: AffineEncoding, columns: Int) -> Int? {
+        switch affine.granularity {
+        case .perTensor, .perChannel(axis: 0): columns
+        case .perBlock(let size) where size >= columns: columns
+        case .perBlock(let size) where size % 32 == 0: size
+        default: nil
+        }
+    }
+
+    /// All `count` codes of `bits` bits, one byte each.
+    static func unpack(_ bytes: UnsafeRawBufferPointer, count: Int, bits: Int) -> [UInt8] {
+        switch bits {
+        case 8: return Array(bytes.prefix(count))
+        case 4:
+            return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                for index in 0..<count { buffer[index] = (bytes[index >> 1] >> UInt8((index & 1) * 4)) & 0x0F }
+                initialized = count
+            }
+        default:
+            return (0..<count).map { PackedBits.value(at: $0, bits: bits, in: bytes) }
+        }
+    }
+
+    /// An 8-bit grid `v ≈ a · (q − z)` over `[min(v, 0), max(v, 0)]` with an integer zero code
+    /// `z`, so that 0 is exact.
+    struct Grid {
+        let scale: Float
+        let zero: Int
+
+        init(minimum: Float, maximum: Float) {
+            let low = min(minimum, 0), high = max(maximum, 0)
+            scale = high > low ? (high - low) / 255 : 0
+            zero = scale > 0 ? Int(max(0, min(255, (-low / scale).rounded(.toNearestOrEven)))) : 0
+        }
+
+        func code(_ value: Float) -> UInt8 {
+            guard scale > 0 else { return 0 }
+            return UInt8(max(0, min(255, Int((value / scale).rounded(.toNearestOrEven)) + zero)))
+        }
+    }
+
+    /// Per-group LUTs of a scalar palette quantized to 8 bits; each row's LUT, scale and offset
+    /// (output-channel scales folded in), and each row's zero code. Codes are left empty for the caller.
+    static func paletteGrid(_ weight: EncodedTensor, _ palette: PaletteEncoding) -> (CodeMatrix, zeroCodes: [UInt8]) {
+        let rows = weight.shape[0]
+        let (luts, rowGroup) = PackedLinear.lookupTables(weight, palette, tableSize: palette.entries <= 16 ? 16 : 256)
+        let grids = luts.map { lut in Grid(minimum: lut.min()!, maximum: lut.max()!) }
+        let quantized = zip(luts, grids).map { lut, grid in lut.map(grid.code) }
+        let channelScales = weight.parts["channel_scales"]?.floats()
+        var scales = [Float](repeating: 0, count: rows), offsets = scales
+        for row in 0..<rows {
+            let grid = grids[rowGroup[row]], channel = channelScales?[row] ?? 1
+            scales[row] = grid.scale * channel
+            offsets[row] = grid.scale * Float(grid.zero) * channel
+        }
+        let matrix = CodeMatrix(codes: [], rowScales: scales, rowOffsets: offsets, weightBlock: weight.shape[1], fourBit: palette.bits <= 4,
+                                rowLUTs: rowGroup.map { quantized[$0] }, exact: false)
+        return (matrix, rowGroup.map { UInt8(grids[$0].zero) })
+    }
+
+    /// Pruned affine codes or pruned scalar-palette indices, with each block's zero code (or the
+    /// LUT grid's) at pruned positions.
+    static func sparseCodes(_ weight: EncodedTensor, base: WeightEncoding) -> CodeMatrix? {
+        let rows = weight.shape[0], columns = weight.shape[1]
+        var matrix: CodeMatrix
+        let bits: Int
+        let zeroCode: (Int, Int) -> UInt8
+        let keptCode: (Int, Int16) -> UInt8
+        switch base {
+        case .affine(let affine):
+            guard let block = affineBlock(affine, columns: columns) else { return nil }
+            let (blocksPerRow, scales, offsets) = PackedLinear.affineTables(weight, affine, block: block)
+            matrix = CodeMatrix(codes: [], rowScales: scales, rowOffsets: offsets, weightBlock: block, fourBit: false, rowLUTs: nil, exact: true)
+            bits = affine.bits
+            zeroCode = { row, column in
+                let index = row * blocksPerRow + column / block
+                return scales[index] > 0 ? UInt8(clamping: Int((offsets[index] / scales[index]).rounded())) : 0
+            }
+            keptCode = { _, code in UInt8(code) }
+        case .palette(let palette) where palette.vectorSize == 1 && palette.channelAxis == 0:
+            let rowZeros: [UInt8]
+            (matrix, rowZeros) = paletteGrid(weight, palette)
+            let rowLUTs = matrix.rowLUTs!
+            matrix.rowLUTs = nil
+            matrix.fourBit = false
+            bits = palette.bits
+            zeroCode = { row, _ in rowZeros[row] }
+            keptCode = { row, code in rowLUTs[row][Int(code)] }
+        default:
+            return nil
+        }
+        let indices = unpackSparse(weight, rows: rows, columns: columns, bits: bits)
+        matrix.codes = [UInt8](repeating: 0, count: rows * columns)
+        for row in 0..<rows {
+            for column in 0..<columns {
+                let index = row * columns + column
+                matrix.codes[index] = indices[index] < 0 ? zeroCode(row, column) : keptCode(row, indices[index])
+            }
+        }
+        return matrix
+    }
+
+    /// The kept codes of a pruned weight at their positions, −1 where pruned.
+    static func unpackSparse(_ weight: EncodedTensor, rows: Int, columns: Int, bits: Int) -> [Int16] {
+        let mask = weight.parts["mask"]!.bytes
+        let codes = (weight.parts["codes"] ?? weight.parts["indices"])!.bytes
+        var result = [Int16](repeating: -1, count: rows * columns)
+        var kept = 0
+        for index in 0..<(rows * columns) where (mask[index >> 3] >> UInt8(index & 7)) & 1 == 1 {
+            result[index] = Int16(PackedBits.value(at: kept, bits: bits, in: codes))
+            kept += 1
+        }
+        return result
+    }
+
+    /// Any other encoding: each decoded row on its own 8-bit grid.
+    static func requantizedRows(_ weight: EncodedTensor) -> CodeMatrix {
+        let rows = weight.shape[0], columns = weight.shape[1]
+        let reader = EncodedTensorReader(weight)
+        var codes = [UInt8](repeating: 0, count: rows * columns)
+        var scales = [Float](repeating: 0, count: rows), offsets = scales
+        var row = [Float](repeating: 0, count: columns)
+        for r in 0..<rows {
+            row.withUnsafeMutableBufferPointer { reader.decode(flatRange: (r * columns)..<((r + 1) * columns), into: $0.baseAddress!) }
+            let grid = Grid(minimum: row.min() ?? 0, maximum: row.max() ?? 0)
+            for column in 0..<columns { codes[r * columns + column] = grid.code(row[column]) }
+            scales[r] = grid.scale
+            offsets[r] = grid.scale * Float(grid.zero)
+        }
+        return CodeMatrix(codes: codes, rowScales: scales, rowOffsets: offsets, weightBlock: columns, fourBit: false, rowLUTs: nil, exact: false)
+    }
+}

@@ -1,0 +1,113 @@
+import Testing
+import ShrinkCompression
+import ShrinkCore
+import ShrinkKernels
+import ShrinkTestSupport
+
+/// The integer path (int8 activations × u8 weight codes): the vector kernel against its Swift
+/// twin (same arithmetic, so identical outputs), and both against exact arithmetic on the stored
+/// weights (`ReferenceEncodedLinear`) within the bound that activation quantization (and, for
+/// palettes, the 8-bit LUT grid) allows.
+@Suite struct Int8ActivationLinearTests {
+    static let shapes: [[Int]] = [[97, 385], [96, 64], [13, 7], [16, 48], [33, 100]]
+    static let rowCounts = [1, 2, 3, 6, 9]
+
+    /// Whether the integer path takes `weight`: everything but float values, scales along the
+    /// inputs (they cannot be factored out of an integer dot) and blocks that are not a multiple of
+    /// 32 inputs.
+    static func isCovered(_ encoding: WeightEncoding, columns: Int) -> Bool {
+        switch encoding {
+        case .dense: false
+        case .affine(let affine):
+            switch affine.granularity {
+            case .perBlock(let size): size % 32 == 0 || size >= columns
+            case .perChannel(let axis): axis == 0
+            case .perTensor: true
+            }
+        case .palette: true
+        case .sparse(_, let base): isCovered(base, columns: columns)
+        }
+    }
+
+    /// Per output, the largest error integer arithmetic may make against the exact product.
+    static func errorBound(x: [Float], rows: Int, decoded: [Float], weights: Int8PanelWeights) -> [Float] {
+        let (inFeatures, outFeatures) = (weights.columns, weights.rows)
+        var bound = [Float](repeating: 0, count: rows * outFeatures)
+        for m in 0..<rows {
+            let halfSteps = (0..<inFeatures).map { k in
+                let block = k / 32 * 32
+                return x[(m * inFeatures + block)..<(m * inFeatures + min(block + 32, inFeatures))].map(abs).max()! / 254
+            }
+            for o in 0..<outFeatures {
+                let delta = weights.maximumWeightError(row: o)
+                var sum: Float = 0, magnitude: Float = 0
+                for k in 0..<inFeatures {
+                    let (xv, wv) = (abs(x[m * inFeatures + k]), abs(decoded[o * inFeatures + k]))
+                    sum += halfSteps[k] * (wv + delta) + xv * delta
+                    magnitude += (xv + halfSteps[k]) * (wv + delta)
+                }
+                bound[m * outFeatures + o] = sum * 1.001 + 1e-5 * magnitude + 1e-6
+            }
+        }
+        return bound
+    }
+
+    @Test(arguments: EncodingCatalog.all.map(\.name))
+    func matchesTheReferenceWithinTheQuantizationBound(encoding: String) throws {
+        let config = EncodingCatalog.all.first { $0.name == encoding }!.config
+        var generator = SeededGenerator(seed: 11)
+        for shape in Self.shapes where config.mismatch(shape: shape) == nil {
+            let (outFeatures, inFeatures) = (shape[0], shape[1])
+            let weight = try WeightCompressor.encode(
+                name: "w", tensor: try DenseTensor(converting: generator.floats(outFeatures * inFeatures), shape: shape), config: config)
+            guard let weights = Int8PanelWeights(weight: weight) else {
+                #expect(!Self.isCovered(weight.encoding, columns: inFeatures), "\(encoding) \(shape) should take the integer path")
+                continue
+            }
+            #expect(Self.isCovered(weight.encoding, columns: inFeatures), "\(encoding) \(shape) is not meant for the integer path")
+            let bias = generator.floats(outFeatures)
+            let decoded = weight.decode()
+            let reference = ReferenceEncodedLinear(weight: weight, bias: bias)
+            for rows in Self.rowCounts {
+                // Awkward activations: one outlier per row, and an all-zero block.
+                var x = generator.floats(rows * inFeatures, in: -2...2)
+                for m in 0..<rows { x[m * inFeatures + (m * 7) % inFeatures] = 40 }
+                if inFeatures > 64 { for k in 32..<64 { x[k] = 0 } }
+                var expected = [Float](repeating: 0, count: rows * outFeatures)
+                reference.forward(x, rows: rows, into: &expected)
+                let bound = Self.errorBound(x: x, rows: rows, decoded: decoded, weights: weights)
+                var outputs: [IntegerKernelVariant: [Float]] = [:]
+                for variant in IntegerKernelVariant.available {
+                    for threads in [1, 2] {
+                        let kernel = Int8ActivationLinear(weights: weights, bias: bias, threads: threads, variant: variant, minimumWorkPerThread: 0)
+                        var actual = [Float](repeating: .nan, count: rows * outFeatures)
+                        kernel.forward(x, rows: rows, into: &actual)
+                        if let previous = outputs[variant] {
+                            #expect(previous == actual, "\(encoding) \(shape) \(variant): 1 and 2 threads differ")
+                        }
+                        outputs[variant] = actual
+                        let worst = (0..<actual.count).max { abs(actual[$0] - expected[$0]) / bound[$0] < abs(actual[$1] - expected[$1]) / bound[$1] }!
+                        #expect(abs(actual[worst] - expected[worst]) <= bound[worst],
+                                "\(encoding) \(variant) \(shape) rows \(rows) threads \(threads): y[\(worst)] \(actual[worst]) vs \(expected[worst]), bound \(bound[worst])")
+                    }
+                }
+                if let vector = outputs[.avx512vnni], let twin = outputs[.swift] {
+                    #expect(vector == twin, "\(encoding) \(shape) rows \(rows): the VNNI kernel and its Swift twin differ")
+                }
+            }
+        }
+    }
+
+    @Test func palettizedIndicesKeepTheirNibblesWhenPanelsShareALUT() throws {
+        var generator = SeededGenerator(seed: 3)
+        let tensor = try DenseTensor(converting: generator.floats(64 * 96), shape: [64, 96])
+        let shared = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: EncodingCatalog.palettize(4)))!
+        #expect(shared.fourBit && !shared.isExact && shared.byteCount < 64 * 96)
+        let grouped = Int8PanelWeights(weight: try WeightCompressor.encode(
+            name: "w", tensor: tensor, config: EncodingCatalog.palettize(4, .kmeans, .perGroupedChannel(axis: 0, groupSize: 8))))!
+        #expect(!grouped.fourBit, "groups of 8 channels split the panels of 16: codes take a byte")
+        let affine = Int8PanelWeights(weight: try WeightCompressor.encode(
+            name: "w", tensor: tensor, config: EncodingCatalog.quantize(4, symmetric: true, .perBlock(blockSize: 32))))!
+        #expect(affine.fourBit && affine.isExact && affine.maximumWeightError(row: 5) == 0)
+    }
+}
