@@ -13,7 +13,8 @@ let package = Package(
     ],
     targets: [
         .systemLibrary(name: "CBLAS", path: "Sources/CBLAS"),
-        .target(name: "ShrinkCore"),
+        .target(name: "CShrinkCoreSupport"),
+        .target(name: "ShrinkCore", dependencies: ["CShrinkCoreSupport"]),
         .target(name: "ShrinkIO", dependencies: ["ShrinkCore"]),
         .target(name: "CShrinkKernels", cSettings: [.unsafeFlags(["-O3"])]),
         .target(name: "ShrinkKernels", dependencies: ["ShrinkCore", "CBLAS", "CShrinkKernels"], swiftSettings: kernelSettings),
@@ -23,7 +24,7 @@ let package = Package(
         .target(name: "ShrinkCLI", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels"]),
         .executableTarget(name: "shrink", dependencies: ["ShrinkCLI"]),
         .executableTarget(
-            name: "BlasBenchmark", dependencies: ["ShrinkCore", "ShrinkKernels"],
+            name: "BlasBenchmark", dependencies: ["ShrinkCore", "ShrinkKernels", "ShrinkTestSupport"],
             path: "Benchmarks/BlasBenchmark", swiftSettings: kernelSettings),
         .executableTarget(
             name: "PassBenchmark", dependencies: ["ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"],
@@ -34,7 +35,7 @@ let package = Package(
         .executableTarget(
             name: "EncoderBenchmark", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkCompression"],
             path: "Benchmarks/EncoderBenchmark", swiftSettings: kernelSettings),
-        .target(name: "ShrinkTestSupport", dependencies: ["ShrinkCore", "ShrinkCompression"], path: "Tests/ShrinkTestSupport"),
+        .target(name: "ShrinkTestSupport", dependencies: ["ShrinkCore", "ShrinkCompression", "CShrinkKernels"], path: "Tests/ShrinkTestSupport"),
         .testTarget(name: "ShrinkCoreTests", dependencies: ["ShrinkCore", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkIOTests", dependencies: ["ShrinkIO", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkKernelsTests", dependencies: ["ShrinkKernels", "ShrinkCompression", "ShrinkTestSupport"]),

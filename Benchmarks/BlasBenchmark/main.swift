@@ -4,6 +4,7 @@
 import Dispatch
 import Foundation
 import ShrinkKernels
+import ShrinkTestSupport
 
 struct Timing {
     let seconds: [Double]
@@ -31,30 +32,6 @@ func randomMatrix(_ count: Int, seed: UInt64) -> [Float] {
 }
 
 /// Read bandwidth: sums a 256 MiB array with `threads` threads, best of several passes.
-func readBandwidth(threads: Int) -> Double {
-    let count = 256 << 20 / 8
-    let buffer = UnsafeMutablePointer<UInt64>.allocate(capacity: count)
-    defer { buffer.deallocate() }
-    for index in 0..<count { buffer[index] = UInt64(index) }
-    let sums = UnsafeMutablePointer<UInt64>.allocate(capacity: threads * 8)
-    defer { sums.deallocate() }
-    nonisolated(unsafe) let source = buffer
-    nonisolated(unsafe) let results = sums
-    let timing = measure(repetitions: 5) {
-        DispatchQueue.concurrentPerform(iterations: threads) { thread in
-            let begin = count * thread / threads, end = count * (thread + 1) / threads
-            var a: UInt64 = 0, b: UInt64 = 0, c: UInt64 = 0, d: UInt64 = 0
-            var index = begin
-            while index + 4 <= end {
-                a &+= source[index]; b &+= source[index + 1]; c &+= source[index + 2]; d &+= source[index + 3]
-                index += 4
-            }
-            results[thread * 8] = a &+ b &+ c &+ d
-        }
-    }
-    return Double(count * 8) / timing.best / 1e9
-}
-
 func maxRelativeError(_ values: [Float], _ reference: [Float]) -> Double {
     let scale = Double(reference.map { abs($0) }.max() ?? 1)
     return zip(values, reference).map { Double(abs($0 - $1)) }.max()! / max(scale, 1e-30)
@@ -62,8 +39,8 @@ func maxRelativeError(_ values: [Float], _ reference: [Float]) -> Double {
 
 print("BLAS: \(BLASLibrary.summary)")
 print("OPENBLAS_NUM_THREADS=\(ProcessInfo.processInfo.environment["OPENBLAS_NUM_THREADS"] ?? "unset")")
-let bandwidth1 = readBandwidth(threads: 1)
-let bandwidth2 = readBandwidth(threads: 2)
+let bandwidth1 = MemoryBandwidth.read(threads: 1)
+let bandwidth2 = MemoryBandwidth.read(threads: 2)
 print("Read bandwidth (256 MiB): 1 thread \(String(format: "%.1f", bandwidth1)) GB/s, 2 threads \(String(format: "%.1f", bandwidth2)) GB/s")
 print("")
 print("kernel  shape (out×in)   rows  median ms   GFLOP/s  weight GB/s  of 1-thread read bw  max rel. error")

@@ -3,7 +3,9 @@
 // and 2 threads, for fp32 and compressed recipes, measured interleaved (A B C A B C …) after a
 // warm-up so machine drift hits all alike; fidelity is the mean and minimum cosine to the fp32
 // embeddings of the same sentences. Needs the model (scripts/fetch-models.py minilm).
-//   swift run -c release EncoderBenchmark [--rounds n]
+// Compressed models run with int8 activations (the default); `--f32-activations` adds each
+// recipe again with fp32 activations.
+//   swift run -c release EncoderBenchmark [--rounds n] [--f32-activations]
 import Dispatch
 import Foundation
 import Shrink
@@ -22,12 +24,13 @@ let recipes = ["minilm-int8-channel", "minilm-int4-block32", "minilm-palette-4bi
 let scratch = NSTemporaryDirectory() + "shrink-encoder-benchmark-" + UUID().uuidString
 try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
 defer { try? FileManager.default.removeItem(atPath: scratch) }
-var files = [("fp32", modelFolder + "/model.safetensors")]
+let precisions: [ActivationPrecision] = CommandLine.arguments.contains("--f32-activations") ? [.int8, .float32] : [.int8]
+var files = [("fp32", modelFolder + "/model.safetensors", ActivationPrecision.float32)]
 for recipe in recipes {
     let output = scratch + "/\(recipe).safetensors"
     _ = try ModelCompressor.compress(model: try ModelLocation.resolve(modelFolder),
                                      recipe: try Recipe.load(path: root.appendingPathComponent("recipes/\(recipe).json").path), output: output)
-    files.append((recipe, output))
+    for precision in precisions { files.append((recipe + (precision == .int8 ? "" : " (f32 act.)"), output, precision)) }
 }
 
 let tokenizer = try WordPieceTokenizer(vocabularyFile: modelFolder + "/vocab.txt")
@@ -40,13 +43,13 @@ let stsRows = try String(contentsOf: root.appendingPathComponent("../shared/data
 let batchInputs = Array(stsRows.flatMap { [String($0[5]), String($0[6])] }.prefix(1024).map(tokenizer.encode).sorted { $0.count < $1.count })
 let batches = stride(from: 0, to: batchInputs.count, by: 32).map { Array(batchInputs[$0..<min($0 + 32, batchInputs.count)]) }
 
-print("BLAS: \(BLASLibrary.summary); kernels: \(KernelVariant.best.rawValue)")
+print("BLAS: \(BLASLibrary.summary); kernels: \(KernelVariant.best.rawValue), integer kernels: \(IntegerKernelVariant.best.rawValue)")
 print("batch 1: \(latencyInputs.count) sentences, mean \(latencyInputs.reduce(0) { $0 + $1.count } / latencyInputs.count) tokens; batch 32: \(batchInputs.count) sentences")
 
 for threads in [1, 2] {
     BLASLibrary.setThreadCount(threads)
     let pooling = try SentencePooling(folder: modelFolder)
-    let encoders = try files.map { ($0.0, try BertEncoder(config: config, pooling: pooling, source: try WeightSource(path: $0.1, threads: threads))) }
+    let encoders = try files.map { ($0.0, try BertEncoder(config: config, pooling: pooling, source: try WeightSource(path: $0.1, threads: threads, activations: $0.2))) }
     let reference = encoders[0].1.embed(Array(latencyInputs.prefix(50)).map { $0 }).map { $0 }
     var latency = [String: [Double]](), throughput = [String: [Double]]()
     for (name, encoder) in encoders { _ = encoder.embed([latencyInputs[0]]); _ = encoder.embed(batches[0]); _ = name }

@@ -8,6 +8,10 @@
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 #define INLINE static inline __attribute__((always_inline))
+/// Bytes ahead of each weight stream to prefetch: past a panel's end this reaches into the next
+/// panel, which the hardware prefetcher would only find after a few misses.
+#define PREFETCH_DISTANCE 2048
+#define AVX512_READ __attribute__((target("avx512f")))
 
 int shrink_cpu_has_avx512_vnni(void) {
     __builtin_cpu_init();
@@ -73,7 +77,9 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
                 for (int t = 0; t < 4; t++) {
                     __m512i lo[2], hi[2];
                     for (int p = 0; p < np; p++) {
-                        __m512i v = _mm512_loadu_si512(w + p * panel_bytes + block * 256 + t * 64);
+                        const uint8_t *line = w + p * panel_bytes + block * 256 + t * 64;
+                        _mm_prefetch((const char *)(line + PREFETCH_DISTANCE), _MM_HINT_T0);
+                        __m512i v = _mm512_loadu_si512(line);
                         lo[p] = _mm512_and_si512(v, low_nibbles);
                         hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
                         if (luts) {
@@ -93,7 +99,11 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
             } else {
                 for (int q = 0; q < 8; q++) {
                     __m512i v[2];
-                    for (int p = 0; p < np; p++) v[p] = _mm512_loadu_si512(w + p * panel_bytes + block * 512 + q * 64);
+                    for (int p = 0; p < np; p++) {
+                        const uint8_t *line = w + p * panel_bytes + block * 512 + q * 64;
+                        _mm_prefetch((const char *)(line + PREFETCH_DISTANCE), _MM_HINT_T0);
+                        v[p] = _mm512_loadu_si512(line);
+                    }
                     for (int m = 0; m < mr; m++) {
                         __m512i xv = _mm512_set1_epi32(*(const int32_t *)(xb + m * kpad + q * 4));
                         for (int p = 0; p < np; p++) dot[m][p] = _mm512_dpbusd_epi32(dot[m][p], v[p], xv);
@@ -150,9 +160,26 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t 
     }
 }
 
+AVX512_READ uint64_t shrink_read_sum_u64(const uint64_t *values, size_t count) {
+    __m512i sum[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+    size_t i = 0;
+    for (; i + 32 <= count; i += 32) {
+        for (int j = 0; j < 4; j++) sum[j] = _mm512_add_epi64(sum[j], _mm512_loadu_si512(values + i + 8 * j));
+    }
+    uint64_t total = (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(sum[0], sum[1]), _mm512_add_epi64(sum[2], sum[3])));
+    for (; i < count; i++) total += values[i];
+    return total;
+}
+
 #else
 
 int shrink_cpu_has_avx512_vnni(void) { return 0; }
+
+uint64_t shrink_read_sum_u64(const uint64_t *values, size_t count) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < count; i++) total += values[i];
+    return total;
+}
 
 void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, size_t kpad, int8_t *xq,
                              float *scales, float *sums) {

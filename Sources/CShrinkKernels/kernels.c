@@ -1,4 +1,5 @@
 #include "shrink_kernels.h"
+#include <math.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -221,6 +222,36 @@ AVX512 void shrink_gemm_nt_f32(const float *w, size_t rows_w, const float *x, si
     }
 }
 
+AVX512 void shrink_add_layer_norm_f32(float *x, const float *residual, size_t rows, size_t n, const float *gamma,
+                                      const float *beta, float epsilon) {
+    for (size_t row = 0; row < rows; row++) {
+        float *line = x + row * n;
+        const float *extra = residual ? residual + row * n : NULL;
+        __m512 sum = _mm512_setzero_ps();
+        for (size_t i = 0; i < n; i += 16) {
+            __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(mask, line + i);
+            if (extra) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, extra + i));
+            _mm512_mask_storeu_ps(line + i, mask, v);
+            sum = _mm512_add_ps(sum, v);
+        }
+        float mean = _mm512_reduce_add_ps(sum) / (float)n;
+        __m512 center = _mm512_set1_ps(mean), squares = _mm512_setzero_ps();
+        for (size_t i = 0; i < n; i += 16) {
+            __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+            __m512 delta = _mm512_maskz_sub_ps(mask, _mm512_maskz_loadu_ps(mask, line + i), center);
+            squares = _mm512_fmadd_ps(delta, delta, squares);
+        }
+        __m512 inverse = _mm512_set1_ps(1.0f / sqrtf(_mm512_reduce_add_ps(squares) / (float)n + epsilon));
+        for (size_t i = 0; i < n; i += 16) {
+            __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+            __m512 normalized = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, line + i), center), inverse);
+            __m512 y = _mm512_fmadd_ps(normalized, _mm512_maskz_loadu_ps(mask, gamma + i), _mm512_maskz_loadu_ps(mask, beta + i));
+            _mm512_mask_storeu_ps(line + i, mask, y);
+        }
+    }
+}
+
 AVX512 float shrink_dot_f32(const float *a, const float *b, size_t n) {
     __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
     size_t i = 0;
@@ -252,6 +283,9 @@ void shrink_decode_lut_u8(const uint8_t *i, size_t n, const float *l, float *out
 void shrink_decode_lut_u4(const uint8_t *i, size_t n, const float *l, float *out) { (void)i; (void)n; (void)l; (void)out; }
 float shrink_dot_f32(const float *a, const float *b, size_t n) { (void)a; (void)b; (void)n; return 0; }
 void shrink_gelu_f32(float *x, size_t n) { (void)x; (void)n; }
+void shrink_add_layer_norm_f32(float *x, const float *r, size_t rows, size_t n, const float *g, const float *b, float e) {
+    (void)x; (void)r; (void)rows; (void)n; (void)g; (void)b; (void)e;
+}
 float shrink_dot_affine_u8(const uint8_t *c, const float *x, size_t n, const float *s, const float *o, size_t b) {
     (void)c; (void)x; (void)n; (void)s; (void)o; (void)b; return 0;
 }

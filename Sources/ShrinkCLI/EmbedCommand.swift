@@ -20,6 +20,8 @@ enum EmbedCommand {
             OptionSpec(name: "--output", valueName: "file", help: "Where to write the tensor 'embeddings' [N, hidden] F32 (.safetensors). Required."),
             OptionSpec(name: "--batch-size", valueName: "n", help: "Sentences per forward pass (default 32)."),
             OptionSpec(name: "--threads", valueName: "n", help: "Threads for compressed layers, and for BLAS when it is OpenBLAS (default: all cores)."),
+            OptionSpec(name: "--activations", valueName: "int8|f32",
+                       help: "Precision of compressed layers: int8 activations with integer dot products (default), or fp32."),
         ])
 
     static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
@@ -28,11 +30,15 @@ enum EmbedCommand {
         let batchSize = try arguments.positiveInteger("--batch-size", default: 32, command: spec.name)
         let threads = try arguments.positiveInteger("--threads", default: ProcessInfo.processInfo.activeProcessorCount, command: spec.name)
         BLASLibrary.setThreadCount(threads)
+        let precision = arguments.value("--activations") ?? ActivationPrecision.int8.rawValue
+        guard let activations = ActivationPrecision(rawValue: precision) else {
+            throw UsageError(command: spec.name, message: "--activations must be int8 or f32, not '\(precision)'")
+        }
         let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
         let base = arguments.value("--base") ?? (location.configPath.map { ($0 as NSString).deletingLastPathComponent }
             ?? ModelRegistry.directory(of: ModelRegistry.defaultEntry))
         let encoder = try BertEncoder(config: try BertConfig(path: base + "/config.json"), pooling: try SentencePooling(folder: base),
-                                      source: try WeightSource(path: location.weightsPath, threads: threads))
+                                      source: try WeightSource(path: location.weightsPath, threads: threads, activations: activations))
         let tokenizer = try WordPieceTokenizer(vocabularyFile: base + "/vocab.txt", maximumLength: min(256, encoder.config.maxPositions))
         try encoder.check(tokenizer, vocabularyFile: base + "/vocab.txt")
         guard let data = FileManager.default.contents(atPath: input) else {

@@ -17,6 +17,22 @@ public enum Parallel {
     }
 }
 
+extension Parallel {
+    /// `body(range)` over `0..<count` split into at most `threads` contiguous ranges, with at least
+    /// `minimumPerThread` items in each before a range is handed to another thread. The split
+    /// depends only on `count` and the worker count, never on timing.
+    public static func forEachRange(_ count: Int, threads: Int, minimumPerThread: Int = 1, _ body: @Sendable (Range<Int>) -> Void) {
+        let workers = max(1, min(threads, count / max(1, minimumPerThread)))
+        if workers == 1 {
+            body(0..<count)
+            return
+        }
+        WorkerPool.shared.run(workers) { worker in
+            body((count * worker / workers)..<(count * (worker + 1) / workers))
+        }
+    }
+}
+
 /// Indices claimed and results stored by concurrent workers.
 private final class ClaimedResults<T>: @unchecked Sendable {
     private let lock = NSLock()

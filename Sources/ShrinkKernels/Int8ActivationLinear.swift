@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import ShrinkCore
 
 /// A linear layer whose activations are quantized to int8 (per row, per block of 32 inputs) and
 /// multiplied with u8 weight codes by integer dot products (`Int8PanelWeights`). Threads split the
@@ -52,7 +53,7 @@ public final class Int8ActivationLinear: LinearOperator, @unchecked Sendable {
                     self.variant.gemm(self.weights, panels: range, xq: xq, xScales: xScales, xSums: xScales + rows * blocks, rows: rows,
                                       y: out, ldy: self.outFeatures, bias: bias)
                 }
-                if workers == 1 { work(0) } else { DispatchQueue.concurrentPerform(iterations: workers, execute: work) }
+                if workers == 1 { work(0) } else { WorkerPool.shared.run(workers, work) }
             }
             if let bias {
                 bias.withUnsafeBufferPointer { b in

@@ -81,7 +81,10 @@ public final class Int8PanelWeights: @unchecked Sendable {
         let nibbles = matrix.fourBit && (matrix.rowLUTs == nil || sharedLUTs != nil)
         fourBit = nibbles
         let panelBytes = nibbles ? paddedColumns * 8 : paddedColumns * 16
-        let packed = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: panels * panelBytes)
+        // Cache-line aligned, so that every 64-byte load of the kernels reads one line.
+        let packed = UnsafeMutableBufferPointer(
+            start: UnsafeMutableRawPointer.allocate(byteCount: panels * panelBytes, alignment: 64).bindMemory(to: UInt8.self, capacity: panels * panelBytes),
+            count: panels * panelBytes)
         packed.initialize(repeating: 0)
         codeMatrix.withUnsafeBufferPointer { source in
             Self.pack(source.baseAddress!, rows: rows, columns: columns, nibbles: nibbles, panelBytes: panelBytes, into: packed.baseAddress!)
@@ -114,7 +117,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
     }
 
     deinit {
-        codes.deallocate()
+        UnsafeMutableRawPointer(codes.baseAddress!).deallocate()
         luts?.deallocate()
         scales.deallocate()
         offsets.deallocate()

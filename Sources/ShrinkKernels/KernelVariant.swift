@@ -124,6 +124,27 @@ public enum KernelVariant: String, CaseIterable, Sendable {
         }
     }
 
+    /// Per row of `n` floats: `x += residual` (when given), then LayerNorm,
+    /// `(x − mean) / sqrt(var + ε) · γ + β`. The Swift twin sums in `Double`.
+    public func addLayerNorm(_ x: UnsafeMutablePointer<Float>, residual: UnsafePointer<Float>?, rows: Int, _ n: Int,
+                             gamma: UnsafePointer<Float>, beta: UnsafePointer<Float>, epsilon: Float) {
+        switch self {
+        case .avx512: shrink_add_layer_norm_f32(x, residual, rows, n, gamma, beta, epsilon)
+        case .swift:
+            for row in 0..<rows {
+                let line = x + row * n
+                if let residual { for i in 0..<n { line[i] += residual[row * n + i] } }
+                var sum = 0.0
+                for i in 0..<n { sum += Double(line[i]) }
+                let mean = Float(sum / Double(n))
+                var squares = 0.0
+                for i in 0..<n { squares += Double(line[i] - mean) * Double(line[i] - mean) }
+                let inverse = 1 / (Float(squares / Double(n)) + epsilon).squareRoot()
+                for i in 0..<n { line[i] = (line[i] - mean) * inverse * gamma[i] + beta[i] }
+            }
+        }
+    }
+
     /// `Σ a[i] · b[i]`.
     @inline(__always)
     func dot(_ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, _ n: Int) -> Float {

@@ -62,7 +62,7 @@ public final class DenseLinear: LinearOperator, @unchecked Sendable {
                                 for m in 0..<rows { for r in begin..<end { out[m * self.outFeatures + r] += bias[r] } }
                             }
                         }
-                        if workers == 1 { work(0) } else { DispatchQueue.concurrentPerform(iterations: workers, execute: work) }
+                        if workers == 1 { work(0) } else { WorkerPool.shared.run(workers, work) }
                     }
                 }
             }
@@ -111,5 +111,23 @@ public final class ReferenceEncodedLinear: LinearOperator, @unchecked Sendable {
                 y[input * outFeatures + output] = Float(sum)
             }
         }
+    }
+}
+
+/// The precision compressed linear layers compute in; their weights stay as stored either way.
+public enum ActivationPrecision: String, CaseIterable, Sendable {
+    /// Activations stay fp32 and weights are decoded to fp32 on the fly (`PackedLinear`).
+    case float32 = "f32"
+    /// Activations are quantized to int8 per row and per block of 32 inputs and multiplied with
+    /// the weight codes by integer dot products (`Int8ActivationLinear`), for every encoding the
+    /// integer path covers (`Int8PanelWeights`); other layers stay fp32.
+    case int8
+
+    /// The operator for an encoded weight in this precision.
+    public func linear(weight: EncodedTensor, bias: [Float]?, threads: Int) -> any LinearOperator {
+        if self == .int8, let panels = Int8PanelWeights(weight: weight) {
+            return Int8ActivationLinear(weights: panels, bias: bias, threads: threads)
+        }
+        return PackedLinear(weight: weight, bias: bias, threads: threads)
     }
 }

@@ -313,7 +313,7 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
                 if workers == 1 {
                     work(0)
                 } else {
-                    DispatchQueue.concurrentPerform(iterations: workers, execute: work)
+                    WorkerPool.shared.run(workers, work)
                 }
             }
         }
@@ -325,7 +325,7 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
         nonisolated(unsafe) let target = decoded
         let workers = workerCount(threads: threads, work: outFeatures * inFeatures, outFeatures: outFeatures,
                                   minimumWork: minimumWorkPerThread / 16)
-        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+        WorkerPool.shared.run(workers) { worker in
             for row in (self.outFeatures * worker / workers)..<(self.outFeatures * (worker + 1) / workers) {
                 self.decodeRow(row, into: target + row * self.inFeatures)
                 if let scale = self.outputScales?[row] {

@@ -18,6 +18,8 @@ public final class BertEncoder: @unchecked Sendable {
     let typeEmbeddings: EmbeddingTable
     let embeddingNorm: LayerNormWeights
     let layers: [Layer]
+    /// Threads for attention, LayerNorm and GELU (the linear layers carry their own).
+    let threads: Int
 
     struct Layer {
         let query, key, value, attentionOutput, intermediate, output: any LinearOperator
@@ -47,6 +49,7 @@ public final class BertEncoder: @unchecked Sendable {
                 outputNorm: try source.layerNorm(prefix + "output.LayerNorm", size: hidden)))
         }
         self.layers = layers
+        threads = source.threads
     }
 
     /// Checks that every id `tokenizer` can produce has an embedding row and that its longest
@@ -67,12 +70,12 @@ public final class BertEncoder: @unchecked Sendable {
     public func embed(_ sequences: [[Int32]]) -> [[Float]] {
         let hidden = config.hiddenSize
         let total = sequences.reduce(0) { $0 + $1.count }
-        var states = [Float](repeating: 0, count: total * hidden)
+        var work = Workspace(tokens: total, hidden: hidden, intermediate: config.intermediateSize)
         var row = 0
         for sequence in sequences {
             precondition(!sequence.isEmpty && sequence.count <= positionEmbeddings.rows)
             for (position, id) in sequence.enumerated() {
-                states.withUnsafeMutableBufferPointer { buffer in
+                work.states.withUnsafeMutableBufferPointer { buffer in
                     let target = buffer.baseAddress! + row * hidden
                     wordEmbeddings.gather(row: Int(id), into: target)
                     positionEmbeddings.add(row: position, into: target)
@@ -81,20 +84,20 @@ public final class BertEncoder: @unchecked Sendable {
                 row += 1
             }
         }
-        embeddingNorm.apply(&states, rows: total, epsilon: config.layerNormEpsilon)
+        embeddingNorm.apply(&work.states, rows: total, epsilon: config.layerNormEpsilon, threads: threads)
         let lengths = sequences.map(\.count)
-        for layer in layers { run(layer, states: &states, lengths: lengths) }
+        for layer in layers { run(layer, work: &work, lengths: lengths) }
         var start = 0
         return lengths.map { length in
             var pooled = [Float](repeating: 0, count: hidden)
             switch pooling.mode {
             case .mean:
                 for token in start..<(start + length) {
-                    for column in 0..<hidden { pooled[column] += states[token * hidden + column] }
+                    for column in 0..<hidden { pooled[column] += work.states[token * hidden + column] }
                 }
                 for column in 0..<hidden { pooled[column] /= Float(length) }
             case .cls:
-                for column in 0..<hidden { pooled[column] = states[start * hidden + column] }
+                for column in 0..<hidden { pooled[column] = work.states[start * hidden + column] }
             }
             start += length
             guard pooling.normalize else { return pooled }
@@ -103,74 +106,101 @@ public final class BertEncoder: @unchecked Sendable {
         }
     }
 
-    func run(_ layer: Layer, states: inout [Float], lengths: [Int]) {
-        let hidden = config.hiddenSize, heads = config.heads, headSize = hidden / heads
-        let total = lengths.reduce(0, +)
-        var query = [Float](repeating: 0, count: total * hidden)
-        var key = query, value = query, context = query
-        layer.query.forward(states, rows: total, into: &query)
-        layer.key.forward(states, rows: total, into: &key)
-        layer.value.forward(states, rows: total, into: &value)
-        let scale = 1 / sqrt(Float(headSize))
-        var start = 0
-        for length in lengths {
-            Attention.run(query: query, key: key, value: value, start: start, length: length, hidden: hidden, heads: heads,
-                          scale: scale, into: &context)
-            start += length
+    /// The activations of one forward pass, allocated once and reused by every layer.
+    struct Workspace {
+        var states, query, key, value, context, projected: [Float]
+        var intermediate: [Float]
+
+        init(tokens: Int, hidden: Int, intermediate: Int) {
+            states = [Float](repeating: 0, count: tokens * hidden)
+            (query, key, value, context, projected) = (states, states, states, states, states)
+            self.intermediate = [Float](repeating: 0, count: tokens * intermediate)
         }
-        var projected = [Float](repeating: 0, count: total * hidden)
-        layer.attentionOutput.forward(context, rows: total, into: &projected)
-        for index in projected.indices { projected[index] += states[index] }
-        layer.attentionNorm.apply(&projected, rows: total, epsilon: config.layerNormEpsilon)
-        var intermediate = [Float](repeating: 0, count: total * config.intermediateSize)
-        layer.intermediate.forward(projected, rows: total, into: &intermediate)
-        intermediate.withUnsafeMutableBufferPointer { KernelVariant.best.gelu($0.baseAddress!, $0.count) }
-        layer.output.forward(intermediate, rows: total, into: &states)
-        for index in states.indices { states[index] += projected[index] }
-        layer.outputNorm.apply(&states, rows: total, epsilon: config.layerNormEpsilon)
     }
+
+    func run(_ layer: Layer, work: inout Workspace, lengths: [Int]) {
+        let hidden = config.hiddenSize
+        let total = lengths.reduce(0, +)
+        layer.query.forward(work.states, rows: total, into: &work.query)
+        layer.key.forward(work.states, rows: total, into: &work.key)
+        layer.value.forward(work.states, rows: total, into: &work.value)
+        Attention.run(query: work.query, key: work.key, value: work.value, lengths: lengths, hidden: hidden, heads: config.heads,
+                      threads: threads, into: &work.context)
+        layer.attentionOutput.forward(work.context, rows: total, into: &work.projected)
+        layer.attentionNorm.apply(&work.projected, adding: work.states, rows: total, epsilon: config.layerNormEpsilon, threads: threads)
+        layer.intermediate.forward(work.projected, rows: total, into: &work.intermediate)
+        let intermediateCount = total * config.intermediateSize
+        work.intermediate.withUnsafeMutableBufferPointer { buffer in
+            nonisolated(unsafe) let values = buffer.baseAddress!
+            Parallel.forEachRange(intermediateCount, threads: threads, minimumPerThread: 1 << 16) { range in
+                KernelVariant.best.gelu(values + range.lowerBound, range.count)
+            }
+        }
+        layer.output.forward(work.intermediate, rows: total, into: &work.states)
+        layer.outputNorm.apply(&work.states, adding: work.projected, rows: total, epsilon: config.layerNormEpsilon, threads: threads)
+    }
+
 }
 
-/// Scaled dot-product attention of one sentence, head by head: the head's query, key and
-/// transposed value columns are copied into contiguous blocks so that both products run through
-/// the tiled kernel (`KernelVariant.gemmNT`).
+/// Scaled dot-product attention, sentence by sentence and head by head (threads split the
+/// (sentence, head) pairs): the head's query, key and transposed value columns are copied into
+/// contiguous blocks so that both products run through the tiled kernel (`KernelVariant.gemmNT`).
 enum Attention {
-    static func run(query: [Float], key: [Float], value: [Float], start: Int, length: Int, hidden: Int, heads: Int, scale: Float,
+    static func run(query: [Float], key: [Float], value: [Float], lengths: [Int], hidden: Int, heads: Int, threads: Int,
                     into context: inout [Float]) {
         let headSize = hidden / heads
-        let kernel = KernelVariant.best
-        var q = [Float](repeating: 0, count: length * headSize), k = q, vT = q
-        var scores = [Float](repeating: 0, count: length * length)
-        for head in 0..<heads {
-            for token in 0..<length {
-                let source = (start + token) * hidden + head * headSize
-                for d in 0..<headSize {
-                    q[token * headSize + d] = query[source + d] * scale
-                    k[token * headSize + d] = key[source + d]
-                    vT[d * length + token] = value[source + d]
+        let scale = 1 / sqrt(Float(headSize))
+        let starts = lengths.reduce(into: [0]) { $0.append($0.last! + $1) }
+        let longest = lengths.max() ?? 0
+        let work = lengths.reduce(0) { $0 + $1 * $1 } * hidden
+        query.withUnsafeBufferPointer { q in
+            key.withUnsafeBufferPointer { k in
+                value.withUnsafeBufferPointer { v in
+                    context.withUnsafeMutableBufferPointer { c in
+                        nonisolated(unsafe) let (query, key, value, context) = (q.baseAddress!, k.baseAddress!, v.baseAddress!, c.baseAddress!)
+                        let pairs = lengths.count * heads
+                        Parallel.forEachRange(pairs, threads: work >= 1 << 20 ? threads : 1) { range in
+                            let block = UnsafeMutablePointer<Float>.allocate(capacity: 3 * longest * headSize + longest * longest)
+                            defer { block.deallocate() }
+                            let (qh, kh, vT, scores) = (block, block + longest * headSize, block + 2 * longest * headSize, block + 3 * longest * headSize)
+                            for pair in range {
+                                let (sentence, head) = pair.quotientAndRemainder(dividingBy: heads)
+                                let start = starts[sentence], length = lengths[sentence]
+                                for token in 0..<length {
+                                    let source = (start + token) * hidden + head * headSize
+                                    for d in 0..<headSize {
+                                        qh[token * headSize + d] = query[source + d] * scale
+                                        kh[token * headSize + d] = key[source + d]
+                                        vT[d * length + token] = value[source + d]
+                                    }
+                                }
+                                let kernel = KernelVariant.best
+                                // scores[i][j] = q_i · k_j
+                                kernel.gemmNT(kh, length, qh, length, headSize, scores, length)
+                                softmaxRows(scores, rows: length, columns: length)
+                                // context[i][d] = Σ_j p_ij v_jd, written into the head's columns.
+                                kernel.gemmNT(vT, headSize, scores, length, length, context + start * hidden + head * headSize, hidden)
+                            }
+                        }
+                    }
                 }
-            }
-            // scores[i][j] = q_i · k_j
-            kernel.gemmNT(k, length, q, length, headSize, &scores, length)
-            softmaxRows(&scores, rows: length, columns: length)
-            // context[i][d] = Σ_j p_ij v_jd, written into the head's columns.
-            context.withUnsafeMutableBufferPointer { output in
-                kernel.gemmNT(vT, headSize, scores, length, length, output.baseAddress! + start * hidden + head * headSize, hidden)
             }
         }
     }
 
-    static func softmaxRows(_ values: inout [Float], rows: Int, columns: Int) {
+    static func softmaxRows(_ values: UnsafeMutablePointer<Float>, rows: Int, columns: Int) {
         for row in 0..<rows {
+            let line = values + row * columns
             var maximum = -Float.infinity
-            for column in 0..<columns { maximum = max(maximum, values[row * columns + column]) }
+            for column in 0..<columns { maximum = max(maximum, line[column]) }
             var sum: Float = 0
             for column in 0..<columns {
-                let e = expf(values[row * columns + column] - maximum)
-                values[row * columns + column] = e
+                let e = expf(line[column] - maximum)
+                line[column] = e
                 sum += e
             }
-            for column in 0..<columns { values[row * columns + column] /= sum }
+            let inverse = 1 / sum
+            for column in 0..<columns { line[column] *= inverse }
         }
     }
 }
@@ -180,20 +210,22 @@ struct LayerNormWeights {
     let gamma: [Float]
     let beta: [Float]
 
-    func apply(_ values: inout [Float], rows: Int, epsilon: Float) {
+    /// `values = LayerNorm(values + residual)` row by row (`residual` optional), rows split over threads.
+    func apply(_ values: inout [Float], adding residual: [Float]? = nil, rows: Int, epsilon: Float, threads: Int) {
         let size = gamma.count
-        for row in 0..<rows {
-            var mean: Float = 0
-            for column in 0..<size { mean += values[row * size + column] }
-            mean /= Float(size)
-            var variance: Float = 0
-            for column in 0..<size {
-                let delta = values[row * size + column] - mean
-                variance += delta * delta
-            }
-            let inverse = 1 / sqrt(variance / Float(size) + epsilon)
-            for column in 0..<size {
-                values[row * size + column] = (values[row * size + column] - mean) * inverse * gamma[column] + beta[column]
+        let extra = residual ?? []
+        gamma.withUnsafeBufferPointer { g in
+            beta.withUnsafeBufferPointer { b in
+                extra.withUnsafeBufferPointer { r in
+                    values.withUnsafeMutableBufferPointer { buffer in
+                        nonisolated(unsafe) let (gamma, beta, base) = (g.baseAddress!, b.baseAddress!, buffer.baseAddress!)
+                        nonisolated(unsafe) let add = residual == nil ? nil : r.baseAddress
+                        Parallel.forEachRange(rows, threads: threads, minimumPerThread: 64) { range in
+                            KernelVariant.best.addLayerNorm(base + range.lowerBound * size, residual: add.map { $0 + range.lowerBound * size },
+                                                            rows: range.count, size, gamma: gamma, beta: beta, epsilon: epsilon)
+                        }
+                    }
+                }
             }
         }
     }

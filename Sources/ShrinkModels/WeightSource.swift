@@ -53,11 +53,15 @@ public final class WeightSource: @unchecked Sendable {
 
     /// Threads each encoded linear layer splits its output rows over.
     public let threads: Int
+    /// The precision encoded linear layers compute in.
+    public let activations: ActivationPrecision
 
-    /// Opens `path` (memory-mapped); encoded layers will use `threads` threads.
-    public init(path: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount) throws {
+    /// Opens `path` (memory-mapped); encoded layers will use `threads` threads and compute in
+    /// `activations` precision.
+    public init(path: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount, activations: ActivationPrecision = .int8) throws {
         self.path = path
         self.threads = threads
+        self.activations = activations
         model = try CompressedModel(file: try SafetensorsFile(path: path))
         dense = Dictionary(uniqueKeysWithValues: model.denseTensors.map { ($0.name, $0.tensor) })
         encoded = Dictionary(uniqueKeysWithValues: model.encodedTensors.map { ($0.name, $0) })
@@ -88,7 +92,7 @@ public final class WeightSource: @unchecked Sendable {
         let bias = dense[name + ".bias"] == nil ? nil : try floats(name + ".bias", shape: [out])
         if let weight = encoded[name + ".weight"] {
             try checkShape(weight, [out, inputs])
-            return PackedLinear(weight: weight, bias: bias, threads: threads)
+            return activations.linear(weight: weight, bias: bias, threads: threads)
         }
         return DenseLinear(weights: try floats(name + ".weight", shape: [out, inputs]), bias: bias, outFeatures: out, inFeatures: inputs,
                            threads: threads)

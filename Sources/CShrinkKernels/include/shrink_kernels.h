@@ -52,6 +52,11 @@ void shrink_decode_sparse(const uint8_t *mask, const uint8_t *kept, size_t n, co
 /// (|error| <= 1.5e-7) and exp from a degree-6 polynomial after range reduction by ln 2.
 void shrink_gelu_f32(float *x, size_t n);
 
+/// Per row of n floats: x = x + residual (residual may be NULL), then x = (x - mean) / sqrt(var +
+/// epsilon) * gamma + beta, with the mean and variance summed in 16 float lanes.
+void shrink_add_layer_norm_f32(float *x, const float *residual, size_t rows, size_t n, const float *gamma,
+                               const float *beta, float epsilon);
+
 /// Sum of a[i] * b[i], accumulated in 16 float lanes then reduced.
 float shrink_dot_f32(const float *a, const float *b, size_t n);
 
@@ -72,6 +77,10 @@ float shrink_dot_f32(const float *a, const float *b, size_t n);
 // block); the block sum is s * sum(q).
 // Then y[m][n] = bias[n] + sum over weight blocks of (a * sum over its activation blocks of
 // (s * sum(q_x * q_w)) - o * sum of its activation block sums).
+
+/// The wrapping sum of count 64-bit values, read with 64-byte loads into four accumulators: the
+/// read-bandwidth probe benchmarks compare kernels against (callers check shrink_cpu_has_avx512).
+uint64_t shrink_read_sum_u64(const uint64_t *values, size_t count);
 
 /// 1 when the CPU supports AVX-512 VNNI (and the AVX-512 F/BW the other kernels need), else 0.
 int shrink_cpu_has_avx512_vnni(void);

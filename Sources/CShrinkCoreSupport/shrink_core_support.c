@@ -1,0 +1,1 @@
+#include "shrink_core_support.h"
