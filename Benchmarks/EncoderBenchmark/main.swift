@@ -2,7 +2,8 @@
 // sentences, one at a time) and batch 32 (1,024 STS-B test sentences sorted by length), with 1
 // and 2 threads, for fp32 and compressed recipes, measured interleaved (A B C A B C …) after a
 // warm-up so machine drift hits all alike; fidelity is the mean and minimum cosine to the fp32
-// embeddings of the same sentences. Needs the model (scripts/fetch-models.py minilm).
+// embeddings of the same sentences; also the time to load each model (map + repack). Needs the
+// model (scripts/fetch-models.py minilm).
 // Compressed models run with int8 activations (the default); `--f32-activations` adds each
 // recipe again with fp32 activations.
 //   swift run -c release EncoderBenchmark [--rounds n] [--f32-activations]
@@ -45,6 +46,20 @@ let batches = stride(from: 0, to: batchInputs.count, by: 32).map { Array(batchIn
 
 print("BLAS: \(BLASLibrary.summary); kernels: \(KernelVariant.best.rawValue), integer kernels: \(IntegerKernelVariant.best.rawValue)")
 print("batch 1: \(latencyInputs.count) sentences, mean \(latencyInputs.reduce(0) { $0 + $1.count } / latencyInputs.count) tokens; batch 32: \(batchInputs.count) sentences")
+
+// Load: memory-map the file and build the encoder (repacking every compressed layer), median of 5.
+print("")
+print("load (map + repack)        ms")
+for (name, path, precision) in files {
+    var times: [Double] = []
+    for _ in 0..<5 {
+        let start = DispatchTime.now().uptimeNanoseconds
+        _ = try BertEncoder(config: config, pooling: try SentencePooling(folder: modelFolder),
+                            source: try WeightSource(path: path, threads: 2, activations: precision))
+        times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+    }
+    print(String(format: "  %-24@ %6.1f", name as NSString, times.sorted()[2]))
+}
 
 for threads in [1, 2] {
     BLASLibrary.setThreadCount(threads)
