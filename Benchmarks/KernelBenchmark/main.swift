@@ -4,7 +4,10 @@
 // activations (`PackedLinear`); GB/s counts the bytes each kernel reads (its repacked weight).
 // Enough distinct copies of each weight are cycled through (≥ 256 MiB) that GEMV streams weights
 // from memory.
-//   swift run -c release KernelBenchmark [--threads n] [--shapes 4096x4096,...]
+// Configurations are measured interleaved (each round runs every one in turn; the median round
+// is reported).
+//   swift run -c release KernelBenchmark [--threads 1,2] [--shapes 4096x4096,...] [--rows 1,32]
+//                                        [--activations int8,f32] [--rounds n]
 import Dispatch
 import Foundation
 import ShrinkCompression
@@ -14,17 +17,25 @@ import ShrinkTestSupport
 
 var threadCounts = [1, 2]
 var shapes = [(384, 384), (1536, 384), (384, 1536), (4096, 4096)]
+var rowCounts = [1, 32]
+var precisions = ActivationPrecision.allCases
+var rounds = 5
 var arguments = Array(CommandLine.arguments.dropFirst())
 while let flag = arguments.first {
     arguments.removeFirst()
     guard let value = arguments.first else { break }
     arguments.removeFirst()
-    if flag == "--threads" { threadCounts = value.split(separator: ",").compactMap { Int($0) } }
-    if flag == "--shapes" {
+    switch flag {
+    case "--threads": threadCounts = value.split(separator: ",").compactMap { Int($0) }
+    case "--rows": rowCounts = value.split(separator: ",").compactMap { Int($0) }
+    case "--activations": precisions = value.split(separator: ",").compactMap { ActivationPrecision(rawValue: String($0)) }
+    case "--rounds": rounds = Int(value) ?? rounds
+    case "--shapes":
         shapes = value.split(separator: ",").compactMap { item in
             let parts = item.split(separator: "x").compactMap { Int($0) }
             return parts.count == 2 ? (parts[0], parts[1]) : nil
         }
+    default: fatalError("unknown option \(flag)")
     }
 }
 
@@ -71,60 +82,80 @@ print(String(format: "hand-off of an empty 2-thread job: worker pool %.1f µs, D
              poolMicroseconds, (now() - start) / Double(handOffs) * 1e6))
 print("")
 print("shape (out×in)  rows  thr  encoding (activations)        bits/w   median ms  weight GB/s  of read bw  vs fp32 BLAS (×faster)")
+
+/// One measured configuration: `run(call)` does one product with the `call`-th copy of its weight.
+struct Case {
+    let label: String
+    let bitsPerWeight: Double
+    let bytes: Int
+    let run: (Int) -> Void
+}
+
 for (outFeatures, inFeatures) in shapes {
     var generator = SeededGenerator(seed: UInt64(outFeatures * 7 + inFeatures))
     let dense = generator.floats(outFeatures * inFeatures, in: -0.1...0.1)
     let denseTensor = try DenseTensor(converting: dense, shape: [outFeatures, inFeatures])
+    // Distinct copies of each weight, ≥ 256 MiB in all, so that GEMV streams from memory.
     let copiesFor = { (bytes: Int) in max(1, (256 << 20) / max(bytes, 1) + 1) }
     let denseCopies = (0..<copiesFor(dense.count * 4)).map { _ in dense }
-    for rows in [1, 32] {
+    var prepared: [(name: String, encoded: EncodedTensor, packed: [EncodedTensor], panels: [Int8PanelWeights])] = []
+    for (name, config) in encodings {
+        let encoded = try WeightCompressor.encode(name: "w", tensor: denseTensor, config: config, threads: 2)
+        let fresh = {
+            try! EncodedTensor(name: "w", shape: encoded.shape, sourceDType: .f32, encoding: encoded.encoding,
+                               parts: encoded.parts.mapValues { $0.copied() })
+        }
+        let packed = precisions.contains(.float32) ? (0..<copiesFor(encoded.byteCount)).map { _ in fresh() } : []
+        var panels: [Int8PanelWeights] = []
+        if precisions.contains(.int8), let first = Int8PanelWeights(weight: encoded) {
+            panels = [first] + (1..<copiesFor(first.byteCount)).map { _ in Int8PanelWeights(weight: fresh())! }
+        }
+        prepared.append((name, encoded, packed, panels))
+    }
+    for rows in rowCounts {
         let x = generator.floats(rows * inFeatures)
         for threads in threadCounts {
             BLASLibrary.setThreadCount(threads)
             var output = [Float](repeating: 0, count: rows * outFeatures)
-            let baseline = median(repetitions: rows == 1 ? 30 : 10) { call in
-                let weights = denseCopies[call % denseCopies.count]
-                weights.withUnsafeBufferPointer { w in
+            var cases = [Case(label: "fp32 BLAS", bitsPerWeight: 32, bytes: dense.count * 4) { call in
+                denseCopies[call % denseCopies.count].withUnsafeBufferPointer { w in
                     DenseMatmul.blas(x: x, rows: rows, weights: w.baseAddress!, outFeatures: outFeatures, inFeatures: inFeatures,
                                      bias: nil, output: &output)
                 }
-            }
-            print(String(format: "%5d×%-5d    %4d  %3d  %-28@ %7.2f  %9.3f  %11.2f  %10.2f", outFeatures, inFeatures, rows, threads,
-                         "fp32 BLAS" as NSString, 32.0, baseline * 1e3, Double(dense.count * 4) / baseline / 1e9,
-                         Double(dense.count * 4) / baseline / 1e9 / bandwidth[threads]!))
-            for (name, config) in encodings {
-                let encoded = try WeightCompressor.encode(name: "w", tensor: denseTensor, config: config, threads: 2)
-                var expected = [Float](repeating: 0, count: rows * outFeatures)
-                ReferenceEncodedLinear(weight: encoded, bias: nil).forward(x, rows: min(rows, 1), into: &expected)
-                let scale = expected.prefix(outFeatures).map(abs).max()!
-                for precision in ActivationPrecision.allCases {
-                    // Distinct copies of the parts so that GEMV streams from memory.
-                    let fresh = {
-                        try! EncodedTensor(name: "w", shape: encoded.shape, sourceDType: .f32, encoding: encoded.encoding,
-                                           parts: encoded.parts.mapValues { $0.copied() })
-                    }
-                    let (operators, bytes): ([any LinearOperator], Int)
-                    if precision == .int8 {
-                        guard let first = Int8PanelWeights(weight: encoded) else { continue }
-                        operators = (0..<copiesFor(first.byteCount)).map { _ in
-                            Int8ActivationLinear(weights: Int8PanelWeights(weight: fresh())!, bias: nil, threads: threads)
-                        }
-                        bytes = first.byteCount
-                    } else {
-                        operators = (0..<copiesFor(encoded.byteCount)).map { _ in PackedLinear(weight: fresh(), bias: nil, threads: threads) }
-                        bytes = encoded.byteCount
-                    }
+            }]
+            for (name, encoded, packed, panels) in prepared {
+                var expected = [Float](repeating: 0, count: outFeatures)
+                ReferenceEncodedLinear(weight: encoded, bias: nil).forward(x, rows: 1, into: &expected)
+                let scale = expected.map(abs).max()!
+                for precision in precisions {
+                    let operators: [any LinearOperator] = precision == .int8
+                        ? panels.map { Int8ActivationLinear(weights: $0, bias: nil, threads: threads) }
+                        : packed.map { PackedLinear(weight: $0, bias: nil, threads: threads) }
+                    guard let first = operators.first else { continue }
                     var result = [Float](repeating: 0, count: rows * outFeatures)
-                    let seconds = median(repetitions: rows == 1 ? 30 : 10) { call in
-                        operators[call % operators.count].forward(x, rows: rows, into: &result)
-                    }
-                    let error = zip(result.prefix(outFeatures), expected.prefix(outFeatures)).map { abs($0 - $1) }.max()! / scale
+                    first.forward(x, rows: rows, into: &result)
+                    let error = zip(result.prefix(outFeatures), expected).map { abs($0 - $1) }.max()! / scale
                     precondition(error < 0.05, "\(name): result differs from the reference by \(error) of its largest output")
-                    let gbps = Double(bytes) / seconds / 1e9
-                    let label = "\(name) (\(precision.rawValue))"
-                    print(String(format: "%5d×%-5d    %4d  %3d  %-28@ %7.2f  %9.3f  %11.2f  %10.2f  %8.2f", outFeatures, inFeatures, rows, threads,
-                                 label as NSString, encoded.bitsPerWeight, seconds * 1e3, gbps, gbps / bandwidth[threads]!, baseline / seconds))
+                    let bytes = precision == .int8 ? panels[0].byteCount : encoded.byteCount
+                    cases.append(Case(label: "\(name) (\(precision.rawValue))", bitsPerWeight: encoded.bitsPerWeight, bytes: bytes) { call in
+                        operators[call % operators.count].forward(x, rows: rows, into: &result)
+                    })
                 }
+            }
+            // Interleaved: every round runs each case in turn, so machine drift hits all alike.
+            var times = [[Double]](repeating: [], count: cases.count)
+            for round in 0..<rounds {
+                for (index, item) in cases.enumerated() {
+                    let calls = rows == 1 ? 20 : 4
+                    times[index].append(median(repetitions: calls, warmUp: round == 0 ? 3 : 1) { call in item.run(call) })
+                }
+            }
+            let baseline = times[0].sorted()[rounds / 2]
+            for (index, item) in cases.enumerated() {
+                let seconds = times[index].sorted()[rounds / 2]
+                let gbps = Double(item.bytes) / seconds / 1e9
+                print(String(format: "%5d×%-5d    %4d  %3d  %-28@ %7.2f  %9.3f  %11.2f  %10.2f  %8.2f", outFeatures, inFeatures, rows, threads,
+                             item.label as NSString, item.bitsPerWeight, seconds * 1e3, gbps, gbps / bandwidth[threads]!, baseline / seconds))
             }
         }
     }

@@ -8,9 +8,6 @@
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 #define INLINE static inline __attribute__((always_inline))
-/// Bytes ahead of each weight stream to prefetch: past a panel's end this reaches into the next
-/// panel, which the hardware prefetcher would only find after a few misses.
-#define PREFETCH_DISTANCE 2048
 #define AVX512_READ __attribute__((target("avx512f")))
 
 int shrink_cpu_has_avx512_vnni(void) {
@@ -77,9 +74,7 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
                 for (int t = 0; t < 4; t++) {
                     __m512i lo[2], hi[2];
                     for (int p = 0; p < np; p++) {
-                        const uint8_t *line = w + p * panel_bytes + block * 256 + t * 64;
-                        _mm_prefetch((const char *)(line + PREFETCH_DISTANCE), _MM_HINT_T0);
-                        __m512i v = _mm512_loadu_si512(line);
+                        __m512i v = _mm512_loadu_si512(w + p * panel_bytes + block * 256 + t * 64);
                         lo[p] = _mm512_and_si512(v, low_nibbles);
                         hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
                         if (luts) {
@@ -99,11 +94,7 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
             } else {
                 for (int q = 0; q < 8; q++) {
                     __m512i v[2];
-                    for (int p = 0; p < np; p++) {
-                        const uint8_t *line = w + p * panel_bytes + block * 512 + q * 64;
-                        _mm_prefetch((const char *)(line + PREFETCH_DISTANCE), _MM_HINT_T0);
-                        v[p] = _mm512_loadu_si512(line);
-                    }
+                    for (int p = 0; p < np; p++) v[p] = _mm512_loadu_si512(w + p * panel_bytes + block * 512 + q * 64);
                     for (int m = 0; m < mr; m++) {
                         __m512i xv = _mm512_set1_epi32(*(const int32_t *)(xb + m * kpad + q * 4));
                         for (int p = 0; p < np; p++) dot[m][p] = _mm512_dpbusd_epi32(dot[m][p], v[p], xv);

@@ -6,12 +6,12 @@
 
 int shrink_cpu_has_avx512(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 }
 
-#define AVX512 __attribute__((target("avx512f,avx512bw")))
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
 
-float shrink_dot_f32(const float *a, const float *b, size_t n) __attribute__((target("avx512f,avx512bw")));
+float shrink_dot_f32(const float *a, const float *b, size_t n) AVX512;
 
 AVX512 static inline __m512 widen_u8(const uint8_t *codes) {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)codes)));
@@ -222,6 +222,34 @@ AVX512 void shrink_gemm_nt_f32(const float *w, size_t rows_w, const float *x, si
     }
 }
 
+/// 16 half-precision (F16, or BF16 when bf16 is set) values as floats.
+AVX512 static inline __m512 widen_half(const uint16_t *values, int bf16, __mmask16 mask) {
+    __m256i bits = _mm256_maskz_loadu_epi16(mask, values);
+    if (bf16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+    return _mm512_cvtph_ps(bits);
+}
+
+AVX512 void shrink_decode_half(const uint16_t *values, size_t n, int bf16, float *out) {
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(out + i, mask, widen_half(values + i, bf16, mask));
+    }
+}
+
+AVX512 float shrink_dot_half(const uint16_t *values, const float *x, size_t n, int bf16) {
+    __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        sum0 = _mm512_fmadd_ps(widen_half(values + i, bf16, 0xFFFF), _mm512_loadu_ps(x + i), sum0);
+        sum1 = _mm512_fmadd_ps(widen_half(values + i + 16, bf16, 0xFFFF), _mm512_loadu_ps(x + i + 16), sum1);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        sum0 = _mm512_fmadd_ps(widen_half(values + i, bf16, mask), _mm512_maskz_loadu_ps(mask, x + i), sum0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
+}
+
 AVX512 void shrink_add_layer_norm_f32(float *x, const float *residual, size_t rows, size_t n, const float *gamma,
                                       const float *beta, float epsilon) {
     for (size_t row = 0; row < rows; row++) {
@@ -283,6 +311,8 @@ void shrink_decode_lut_u8(const uint8_t *i, size_t n, const float *l, float *out
 void shrink_decode_lut_u4(const uint8_t *i, size_t n, const float *l, float *out) { (void)i; (void)n; (void)l; (void)out; }
 float shrink_dot_f32(const float *a, const float *b, size_t n) { (void)a; (void)b; (void)n; return 0; }
 void shrink_gelu_f32(float *x, size_t n) { (void)x; (void)n; }
+void shrink_decode_half(const uint16_t *v, size_t n, int bf16, float *out) { (void)v; (void)n; (void)bf16; (void)out; }
+float shrink_dot_half(const uint16_t *v, const float *x, size_t n, int bf16) { (void)v; (void)x; (void)n; (void)bf16; return 0; }
 void shrink_add_layer_norm_f32(float *x, const float *r, size_t rows, size_t n, const float *g, const float *b, float e) {
     (void)x; (void)r; (void)rows; (void)n; (void)g; (void)b; (void)e;
 }

@@ -1,5 +1,6 @@
 import CShrinkKernels
 import Foundation
+import ShrinkCore
 
 /// The implementations of the decode and dot loops. Tests and benchmarks iterate over
 /// `available`; `best` is chosen once from what the CPU reports.
@@ -37,6 +38,29 @@ public enum KernelVariant: String, CaseIterable, Sendable {
                 let code = (packed[i >> 1] >> UInt8((i & 1) * 4)) & 0x0F
                 out[i] = scales[i / block] * Float(code) - offsets[i / block]
             }
+        }
+    }
+
+    /// `out[i] = values[i]` widened from F16, or from BF16 when `bf16`.
+    @inline(__always)
+    func decodeHalf(_ values: UnsafePointer<UInt16>, _ n: Int, bf16: Bool, _ out: UnsafeMutablePointer<Float>) {
+        switch self {
+        case .avx512: shrink_decode_half(values, n, bf16 ? 1 : 0, out)
+        case .swift:
+            for i in 0..<n {
+                out[i] = bf16 ? FloatingPointConversion.float(fromBFloat16Bits: values[i]) : FloatingPointConversion.float(fromHalfBits: values[i])
+            }
+        }
+    }
+
+    /// `Σ values[i] · x[i]` with F16 (or BF16) values; the Swift twin decodes into `scratch` and dots.
+    @inline(__always)
+    func dotHalf(_ values: UnsafePointer<UInt16>, _ x: UnsafePointer<Float>, _ n: Int, bf16: Bool, scratch: UnsafeMutablePointer<Float>) -> Float {
+        switch self {
+        case .avx512: return shrink_dot_half(values, x, n, bf16 ? 1 : 0)
+        case .swift:
+            decodeHalf(values, n, bf16: bf16, scratch)
+            return dot(scratch, x, n)
         }
     }
 

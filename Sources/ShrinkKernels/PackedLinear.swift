@@ -17,7 +17,8 @@ import ShrinkCore
 /// - pruned weights over those bases: per-row mask bytes and one byte per kept code; a row is
 ///   decoded by expanding the kept codes to their positions (AVX-512 `vpexpandd`) and zeroing the
 ///   pruned ones;
-/// - every other encoding (F16/BF16, vector palettes, groups along the input axis):
+/// - F16/BF16 values in place, widened by the vector kernels;
+/// - every other encoding (vector palettes, groups along the input axis, pruned F16/BF16 values):
 ///   rows decoded by the reference reader, then the same dot kernel.
 public final class PackedLinear: LinearOperator, @unchecked Sendable {
     public let inFeatures: Int
@@ -43,6 +44,8 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
         /// per-row block scales and offsets.
         case sparse(mask: UnsafePointer<UInt8>, maskRowBytes: Int, kept: UnsafePointer<UInt8>, keptStart: [Int],
                     luts: [[Float]]?, rowGroup: [Int], scales: [Float], offsets: [Float], block: Int, blocksPerRow: Int, rowScale: [Float]?)
+        /// F16 or BF16 values, row-major, used in place.
+        case half(values: UnsafePointer<UInt16>, bf16: Bool)
         case generic(EncodedTensorReader)
     }
 
@@ -104,6 +107,9 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
                              rowScale: weight.parts["channel_scales"]?.floats()), unpacked)
         case .sparse(_, let base):
             return repackSparse(weight, base: base) ?? (.generic(EncodedTensorReader(weight)), nil)
+        case .dense(let dtype) where dtype == .f16 || dtype == .bf16:
+            let values = weight.parts["values"]!.bytes.baseAddress!.assumingMemoryBound(to: UInt16.self)
+            return (.half(values: values, bf16: dtype == .bf16), nil)
         default:
             return (.generic(EncodedTensorReader(weight)), nil)
         }
@@ -219,6 +225,8 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
             return luts[rowGroup[row]].withUnsafeBufferPointer { lut in
                 variant.dotLUT4(indices + row * rowBytes, x, inFeatures, lut.baseAddress!, scratch: scratch)
             }
+        case .half(let values, let bf16):
+            return variant.dotHalf(values + row * inFeatures, x, inFeatures, bf16: bf16, scratch: scratch)
         default:
             return nil
         }
@@ -262,6 +270,8 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
                     }
                 }
             }
+        case .half(let values, let bf16):
+            variant.decodeHalf(values + row * inFeatures, inFeatures, bf16: bf16, out)
         case .generic(let reader):
             reader.decode(flatRange: (row * inFeatures)..<((row + 1) * inFeatures), into: out)
         }

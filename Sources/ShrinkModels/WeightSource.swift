@@ -94,8 +94,32 @@ public final class WeightSource: @unchecked Sendable {
             try checkShape(weight, [out, inputs])
             return activations.linear(weight: weight, bias: bias, threads: threads)
         }
+        if let tensor = dense[name + ".weight"], tensor.dtype == .f16 || tensor.dtype == .bf16 {
+            return try halfPrecisionLinear(name + ".weight", tensor, out: out, in: inputs, bias: bias)
+        }
         return DenseLinear(weights: try floats(name + ".weight", shape: [out, inputs]), bias: bias, outFeatures: out, inFeatures: inputs,
                            threads: threads)
+    }
+
+    /// An F16/BF16 weight kept in its 16 bits and widened by the kernels (`PackedLinear`).
+    func halfPrecisionLinear(_ name: String, _ tensor: DenseTensor, out: Int, in inputs: Int, bias: [Float]?) throws(ModelError) -> any LinearOperator {
+        guard tensor.shape == [out, inputs] else {
+            throw .invalidWeight(tensor: name, reason: "is \(tensor.dtype.rawValue) \(Shape.describe(tensor.shape)), expected \(Shape.describe([out, inputs]))")
+        }
+        // All-ones exponent: Inf or NaN.
+        let exponent: UInt16 = tensor.dtype == .f16 ? 0x7C00 : 0x7F80
+        let bits = (0..<(tensor.bytes.count / 2)).lazy.map { tensor.bytes.loadUnaligned(fromByteOffset: 2 * $0, as: UInt16.self) }
+        if let bad = bits.firstIndex(where: { $0 & exponent == exponent }) {
+            let value = tensor.dtype == .f16 ? FloatingPointConversion.float(fromHalfBits: bits[bad]) : FloatingPointConversion.float(fromBFloat16Bits: bits[bad])
+            throw .invalidWeight(tensor: name, reason: "element \(bad) is \(value)")
+        }
+        do {
+            let weight = try EncodedTensor(name: name, shape: tensor.shape, sourceDType: tensor.dtype, encoding: .dense(tensor.dtype),
+                                           parts: ["values": tensor])
+            return PackedLinear(weight: weight, bias: bias, threads: threads)
+        } catch {
+            throw .invalidWeight(tensor: name, reason: "\(error)")
+        }
     }
 
     /// The embedding table `name` with `columns` columns.

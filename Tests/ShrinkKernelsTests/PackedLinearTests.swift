@@ -46,6 +46,34 @@ import ShrinkTestSupport
         #expect(tested > 0, "no shape fits \(encoding)")
     }
 
+    @Test(arguments: [DType.f16, .bf16], KernelVariant.available)
+    func halfPrecisionWeightsMatchTheReference(dtype: DType, variant: KernelVariant) throws {
+        var generator = SeededGenerator(seed: 21)
+        for shape in Self.shapes {
+            let (outFeatures, inFeatures) = (shape[0], shape[1])
+            let values = try DenseTensor(converting: generator.floats(outFeatures * inFeatures), to: dtype, shape: shape)
+            let weight = try EncodedTensor(name: "w", shape: shape, sourceDType: dtype, encoding: .dense(dtype), parts: ["values": values])
+            let bias = generator.floats(outFeatures)
+            let decoded = weight.decode()
+            for rows in [1, 5, PackedLinear.blasRowThreshold + 1] {
+                let x = generator.floats(rows * inFeatures, in: -2...2)
+                var expected = [Float](repeating: 0, count: rows * outFeatures)
+                ReferenceEncodedLinear(weight: weight, bias: bias).forward(x, rows: rows, into: &expected)
+                for threads in [1, 2] {
+                    var actual = [Float](repeating: .nan, count: rows * outFeatures)
+                    PackedLinear(weight: weight, bias: bias, threads: threads, variant: variant, minimumWorkPerThread: 0)
+                        .forward(x, rows: rows, into: &actual)
+                    let worst = (0..<actual.count).map { index -> Float in
+                        let (m, o) = index.quotientAndRemainder(dividingBy: outFeatures)
+                        let bound = (0..<inFeatures).reduce(Float(0)) { $0 + abs(x[m * inFeatures + $1] * decoded[o * inFeatures + $1]) }
+                        return abs(actual[index] - expected[index]) - (1e-5 * bound + 1e-6)
+                    }.max()!
+                    #expect(worst <= 0, "\(dtype) \(variant) \(shape) rows \(rows) threads \(threads): over the tolerance by \(worst)")
+                }
+            }
+        }
+    }
+
     @Test func resultsDoNotDependOnTheThreadCount() throws {
         var generator = SeededGenerator(seed: 8)
         let weight = try WeightCompressor.encode(name: "w", tensor: try DenseTensor(converting: generator.floats(200 * 96), shape: [200, 96]),

@@ -70,6 +70,27 @@ import ShrinkTestSupport
         }
     }
 
+    /// A model stored in F16 or BF16 runs from its 16-bit weights (linear layers widened by the
+    /// kernels, not at load) and stays close to the fp32 reference.
+    @Test(arguments: [(DType.f16, 0.9999), (.bf16, 0.999)])
+    func halfPrecisionModelsRun(dtype: DType, minimumCosine: Double) throws {
+        let source = try SafetensorsFile(path: TestModels.miniLM + "/model.safetensors")
+        let tensors = try source.entries.map { entry in
+            let tensor = try source.tensor(named: entry.name)
+            return (name: entry.name, tensor: entry.dtype == .f32 ? try DenseTensor(converting: tensor.floats(), to: dtype, shape: entry.shape) : tensor)
+        }
+        let folder = TemporaryDirectory()
+        try SafetensorsWriter.write(tensors, to: folder.file("model.safetensors"))
+        let encoder = try Self.encoder(weights: folder.file("model.safetensors"))
+        let tokenizer = try WordPieceTokenizer(vocabularyFile: TestModels.miniLM + "/vocab.txt")
+        let reference = try Self.referenceEmbeddings()
+        let ids = try Self.referenceSentences().prefix(40).map(tokenizer.encode)
+        let batch = encoder.embed(Array(ids))
+        let worst = (0..<ids.count).map { Self.cosine(batch[$0], reference[$0]) }.min()!
+        #expect(worst >= minimumCosine, "\(dtype): worst cosine \(worst)")
+        #expect(Self.cosine(encoder.embed([ids[3]])[0], reference[3]) >= minimumCosine)
+    }
+
     @Test func poolingComesFromTheModelFolder() throws {
         #expect(try SentencePooling(folder: TestModels.miniLM) == SentencePooling(mode: .mean, normalize: true))
         let folder = TemporaryDirectory()

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/// 1 when the CPU and OS support AVX-512 F and BW (the kernels below), else 0.
+/// 1 when the CPU and OS support AVX-512 F, BW and VL (the kernels below), else 0.
 int shrink_cpu_has_avx512(void);
 
 /// out[i] = scales[i / block] * codes[i] - offsets[i / block] for i in [0, n): 8-bit codes.
@@ -33,6 +33,12 @@ float shrink_dot_affine_u8(const uint8_t *codes, const float *x, size_t n, const
 /// The same for 4-bit codes packed two per byte, low nibble first; n even.
 float shrink_dot_affine_u4(const uint8_t *packed, const float *x, size_t n, const float *scales, const float *offsets,
                            size_t block);
+
+/// out[i] = values[i] widened from F16 (bf16 = 0) or BF16 (bf16 = 1).
+void shrink_decode_half(const uint16_t *values, size_t n, int bf16, float *out);
+
+/// Sum over i of values[i] (F16, or BF16 when bf16 = 1) * x[i], in 32 float lanes.
+float shrink_dot_half(const uint16_t *values, const float *x, size_t n, int bf16);
 
 /// Fused decode and dot with a 16-entry LUT: sum over i of lut[index_i] * x[i], 4-bit packed indices.
 float shrink_dot_lut_u4(const uint8_t *packed, const float *x, size_t n, const float *lut);
