@@ -97,7 +97,7 @@ for (outFeatures, inFeatures) in shapes {
     let denseTensor = try DenseTensor(converting: dense, shape: [outFeatures, inFeatures])
     // Distinct copies of each weight, ≥ 256 MiB in all, so that GEMV streams from memory.
     let copiesFor = { (bytes: Int) in max(1, (256 << 20) / max(bytes, 1) + 1) }
-    let denseCopies = (0..<copiesFor(dense.count * 4)).map { _ in dense }
+    let denseCopies = (0..<copiesFor(dense.count * 4)).map { _ in dense.map { $0 } }
     var prepared: [(name: String, encoded: EncodedTensor, packed: [EncodedTensor], panels: [Int8PanelWeights])] = []
     for (name, config) in encodings {
         let encoded = try WeightCompressor.encode(name: "w", tensor: denseTensor, config: config, threads: 2)

@@ -137,6 +137,10 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t 
     const size_t panel_bytes = four_bit ? kpad * 8 : kpad * 16;
     const size_t panel_floats = wblocks * 16;
     size_t panel = panel_begin;
+    // Pairs of panels share each activation broadcast (compute-bound batches); below 4 rows the
+    // product is bound by streaming the weight, and one panel at a time (one sequential stream)
+    // measured 5-25 % faster than two interleaved streams.
+    if (rows >= 4)
     for (; panel + 2 <= panel_end; panel += 2) {
         size_t m = 0;
         for (; m + 4 <= rows; m += 4) TILE(4, 2);
@@ -152,12 +156,14 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t 
 }
 
 AVX512_READ uint64_t shrink_read_sum_u64(const uint64_t *values, size_t count) {
-    __m512i sum[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+    __m512i sum[8];
+    for (int j = 0; j < 8; j++) sum[j] = _mm512_setzero_si512();
     size_t i = 0;
-    for (; i + 32 <= count; i += 32) {
-        for (int j = 0; j < 4; j++) sum[j] = _mm512_add_epi64(sum[j], _mm512_loadu_si512(values + i + 8 * j));
+    for (; i + 64 <= count; i += 64) {
+        for (int j = 0; j < 8; j++) sum[j] = _mm512_add_epi64(sum[j], _mm512_loadu_si512(values + i + 8 * j));
     }
-    uint64_t total = (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(sum[0], sum[1]), _mm512_add_epi64(sum[2], sum[3])));
+    for (int j = 1; j < 8; j++) sum[0] = _mm512_add_epi64(sum[0], sum[j]);
+    uint64_t total = (uint64_t)_mm512_reduce_add_epi64(sum[0]);
     for (; i < count; i++) total += values[i];
     return total;
 }

@@ -4,7 +4,7 @@ import Dispatch
 /// The machine's read bandwidth as benchmarks measure it next to their kernels.
 public enum MemoryBandwidth {
     /// How the probe reads: 64-byte AVX-512 loads when the CPU has them, else 64-bit loads.
-    public static let method = shrink_cpu_has_avx512() != 0 ? "AVX-512 loads, 4 sums" : "64-bit loads, 4 sums"
+    public static let method = shrink_cpu_has_avx512() != 0 ? "AVX-512 loads, 8 sums" : "64-bit loads, 4 sums"
 
     /// GB/s summing a 256 MiB buffer (threads over contiguous parts), best of five passes.
     public static func read(threads: Int) -> Double {

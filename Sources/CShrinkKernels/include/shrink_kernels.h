@@ -84,7 +84,7 @@ float shrink_dot_f32(const float *a, const float *b, size_t n);
 // Then y[m][n] = bias[n] + sum over weight blocks of (a * sum over its activation blocks of
 // (s * sum(q_x * q_w)) - o * sum of its activation block sums).
 
-/// The wrapping sum of count 64-bit values, read with 64-byte loads into four accumulators: the
+/// The wrapping sum of count 64-bit values, read with 64-byte loads into eight accumulators: the
 /// read-bandwidth probe benchmarks compare kernels against (callers check shrink_cpu_has_avx512).
 uint64_t shrink_read_sum_u64(const uint64_t *values, size_t count);
 
