@@ -9,6 +9,8 @@ let package = Package(
     name: "Shrink",
     products: [
         .library(name: "Shrink", targets: ["Shrink"]),
+        .library(name: "ShrinkEvaluation", targets: ["ShrinkEvaluation"]),
+        .library(name: "ShrinkTesting", targets: ["ShrinkTesting"]),
         .executable(name: "shrink", targets: ["shrink"]),
     ],
     targets: [
@@ -21,7 +23,9 @@ let package = Package(
         .target(name: "ShrinkCompression", dependencies: ["ShrinkCore"], swiftSettings: kernelSettings),
         .target(name: "ShrinkModels", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkKernels"]),
         .target(name: "Shrink", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkKernels", "ShrinkCompression", "ShrinkModels"]),
-        .target(name: "ShrinkCLI", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels"]),
+        .target(name: "ShrinkEvaluation", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkCompression", "ShrinkIO"]),
+        .target(name: "ShrinkTesting", dependencies: ["ShrinkEvaluation", "Shrink"]),
+        .target(name: "ShrinkCLI", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkEvaluation"]),
         .executableTarget(name: "shrink", dependencies: ["ShrinkCLI"]),
         .executableTarget(
             name: "BlasBenchmark", dependencies: ["ShrinkCore", "ShrinkKernels", "ShrinkTestSupport"],
@@ -41,6 +45,7 @@ let package = Package(
         .testTarget(name: "ShrinkKernelsTests", dependencies: ["ShrinkKernels", "ShrinkCompression", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkCompressionTests", dependencies: ["ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkModelsTests", dependencies: ["ShrinkModels", "Shrink", "ShrinkIO", "ShrinkTestSupport"]),
-        .testTarget(name: "ShrinkCLITests", dependencies: ["ShrinkCLI", "Shrink", "ShrinkIO", "ShrinkTestSupport"]),
+        .testTarget(name: "ShrinkCLITests", dependencies: ["ShrinkCLI", "Shrink", "ShrinkIO", "ShrinkTestSupport", "ShrinkEvaluation"]),
+        .testTarget(name: "ShrinkEvaluationTests", dependencies: ["ShrinkEvaluation", "ShrinkTesting", "Shrink", "ShrinkTestSupport"]),
     ]
 )

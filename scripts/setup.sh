@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Installs what Shrink needs on a fresh Debian 12 machine with the Swift toolchain, and is safe to
-# run again: Debian's libblas-dev (CBLAS header and library) when missing, the Python packages the
+# run again: Debian's libblas-dev (CBLAS header and reference library) and libopenblas0-pthread
+# (an optimized BLAS that Debian's alternatives put behind the same libblas.so.3) when missing, the
+# Python packages the
 # cross-check tests use, and the models (scripts/fetch-models.py). Pass model names to fetch only
 # those (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! dpkg -s libblas-dev >/dev/null 2>&1; then
-    echo "setup: installing libblas-dev"
+if ! dpkg -s libblas-dev libopenblas0-pthread >/dev/null 2>&1; then
+    echo "setup: installing libblas-dev and libopenblas0-pthread"
     sudo_cmd=""
     if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
     $sudo_cmd apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq libblas-dev >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq libblas-dev libopenblas0-pthread >/dev/null
 fi
 
 if ! python3 -c "import safetensors, numpy, ml_dtypes" >/dev/null 2>&1; then

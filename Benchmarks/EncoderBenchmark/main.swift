@@ -39,7 +39,7 @@ let config = try BertConfig(path: modelFolder + "/config.json")
 let sentences = try String(contentsOf: root.appendingPathComponent("Tests/Fixtures/minilm-reference/sentences.txt"), encoding: .utf8)
     .split(separator: "\n").map(String.init)
 let latencyInputs = sentences.prefix(200).map(tokenizer.encode)
-let stsRows = try String(contentsOf: root.appendingPathComponent("../shared/data/stsb/sts-test.csv"), encoding: .utf8)
+let stsRows = try String(contentsOf: root.appendingPathComponent("data/stsb/sts-test.csv"), encoding: .utf8)
     .split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false) }
 let batchInputs = Array(stsRows.flatMap { [String($0[5]), String($0[6])] }.prefix(1024).map(tokenizer.encode).sorted { $0.count < $1.count })
 let batches = stride(from: 0, to: batchInputs.count, by: 32).map { Array(batchInputs[$0..<min($0 + 32, batchInputs.count)]) }

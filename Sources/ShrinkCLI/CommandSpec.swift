@@ -4,6 +4,9 @@ struct OptionSpec: Sendable {
     /// The placeholder shown in help for the value; `nil` for a flag.
     let valueName: String?
     let help: String
+    /// Whether the option takes every following argument up to the next option (`--recipes a b c`);
+    /// it may also be repeated.
+    var isList = false
 }
 
 /// A positional argument of a command.
@@ -35,7 +38,7 @@ struct CommandSpec: Sendable {
         }
         lines += ["", "Options:"]
         for option in allOptions {
-            let label = option.valueName.map { "\(option.name) <\($0)>" } ?? option.name
+            let label = option.valueName.map { "\(option.name) <\($0)>" + (option.isList ? "..." : "") } ?? option.name
             lines.append(TextTable.helpLine(label, option.help))
         }
         return lines.joined(separator: "\n")
@@ -47,6 +50,10 @@ struct ParsedArguments: Sendable {
     var positionals: [String] = []
     var values: [String: String] = [:]
     var flags: Set<String> = []
+    var lists: [String: [String]] = [:]
+
+    /// The values of a list option, in order (empty when absent).
+    func list(_ name: String) -> [String] { lists[name] ?? [] }
 
     func flag(_ name: String) -> Bool { flags.contains(name) }
     func value(_ name: String) -> String? { values[name] }
@@ -91,7 +98,17 @@ extension CommandSpec {
             guard let option = allOptions.first(where: { $0.name == parts[0] }) else {
                 throw UsageError(command: name, message: "unknown option '\(parts[0])'; expected one of \(expected)")
             }
-            if option.valueName == nil {
+            if option.isList {
+                var values = parts.count == 2 ? [parts[1]] : []
+                while index < arguments.count && !arguments[index].hasPrefix("--") {
+                    values.append(arguments[index])
+                    index += 1
+                }
+                guard !values.isEmpty else {
+                    throw UsageError(command: name, message: "option '\(option.name)' needs at least one <\(option.valueName!)>")
+                }
+                parsed.lists[option.name, default: []] += values
+            } else if option.valueName == nil {
                 guard parts.count == 1 else { throw UsageError(command: name, message: "option '\(option.name)' takes no value") }
                 parsed.flags.insert(option.name)
             } else if parts.count == 2 {

@@ -5,7 +5,10 @@
 /// invalid file), reported on standard error as one line.
 public enum ShrinkCommandLine {
     /// Every command, in the order `shrink --help` lists them.
-    static let commands: [ShrinkCommand] = [InspectCommand.command, CompressCommand.command, DecompressCommand.command, EmbedCommand.command]
+    static let commands: [ShrinkCommand] = [
+        InspectCommand.command, CompressCommand.command, DecompressCommand.command, EmbedCommand.command, CompareCommand.command,
+        MergeCommand.command, GateCommand.command,
+    ]
 
     static let overview = """
         Shrink makes neural-network models smaller and faster: it compresses weights by recipe \

@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+import ShrinkEvaluation
+import ShrinkTestSupport
+
+/// `shrink compare`, `merge` and `gate` on the real MiniLM over a few STS-B pairs. Needs the model.
+@Suite(.serialized) struct CompareCommandTests {
+    static let recipes = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("recipes")
+    static func recipe(_ name: String) -> String { recipes.appendingPathComponent(name + ".json").path }
+
+    @Test func compareWritesEveryReportAndShardsMergeToTheSameConfigurations() throws {
+        let folder = TemporaryDirectory()
+        let common = ["--model", TestModels.miniLM, "--limit", "16", "--rounds", "1", "--recipes", Self.recipe("minilm-int8-channel"),
+                      Self.recipe("minilm-palette-4bit")]
+        let full = run(["compare"] + common + ["--output", folder.file("full")])
+        #expect(full.code == 0, "\(full.errors)")
+        #expect(full.output.contains("minilm-palette-4bit") && full.output.contains("baseline"))
+        // Not a terminal: one plain progress line per step, with the time left after the first.
+        let progress = full.errors.split(separator: "\n").filter { $0.hasPrefix("[") }
+        #expect(progress.first?.hasPrefix("[1/") == true && progress.count >= 5 && progress.last!.contains("s left"), "\(full.errors)")
+        for file in ["report.json", "report.csv", "report.md", "pareto.svg"] {
+            #expect(FileManager.default.fileExists(atPath: folder.file("full/" + file)), "missing \(file)")
+        }
+        let names = try ComparisonReport.configurations(fromJSON: folder.file("full/report.json")).map(\.name)
+        #expect(names == ["baseline", "minilm-int8-channel", "minilm-palette-4bit"])
+        for shard in ["1/2", "2/2"] {
+            let result = run(["compare"] + common + ["--shard", shard, "--output", folder.file("shard" + shard.prefix(1))])
+            #expect(result.code == 0, "\(result.errors)")
+        }
+        #expect(try ComparisonReport.configurations(fromJSON: folder.file("shard1/report.json")).map(\.name) == ["baseline", "minilm-palette-4bit"])
+        let merged = run(["merge", "--reports", folder.file("shard1/report.json"), folder.file("shard2/report.json"), "--output", folder.file("merged")])
+        #expect(merged.code == 0, "\(merged.errors)")
+        #expect(try ComparisonReport.configurations(fromJSON: folder.file("merged/report.json")).map(\.name).sorted() == names.sorted())
+    }
+
+    @Test func compareRejectsBadInput() {
+        let folder = TemporaryDirectory()
+        let missing = run(["compare", "--recipes", folder.file("nope.json"), "--output", folder.file("out")])
+        #expect(missing.code == 2 && missing.errors.contains("nope.json"))
+        #expect(!FileManager.default.fileExists(atPath: folder.file("out/report.json")))
+        #expect(run(["compare", "--output", folder.file("out")]).code == 2)
+        let shard = run(["compare", "--recipes", Self.recipe("minilm-int8-channel"), "--output", folder.file("out"), "--shard", "3/2"])
+        #expect(shard.code == 2 && shard.errors.contains("--shard"))
+        #expect(run(["compare", "--recipes", Self.recipe("minilm-int8-channel"), "--output", folder.file("out"), "--task", "glue"]).code == 2)
+    }
+
+    @Test func gateExitCodes() throws {
+        let folder = TemporaryDirectory()
+        let base = ["gate", "--model", TestModels.miniLM, "--limit", "24"]
+        let holds = run(base + ["--recipe", Self.recipe("minilm-int8-channel"), "--max-drop", "1", "--min-mean-cosine", "0.99"])
+        #expect(holds.code == 0 && holds.output.contains("gate holds"), "\(holds.errors)")
+        let fails = run(base + ["--recipe", Self.recipe("minilm-palette-2bit"), "--max-drop", "0.5"])
+        #expect(fails.code == 1, "\(fails.output) \(fails.errors)")
+        #expect(fails.errors.split(separator: "\n").count == 1 && fails.errors.contains("exceeds 0.500") && fails.errors.contains("lowest-SNR layers"))
+        #expect(run(base + ["--recipe", folder.file("missing.json"), "--max-drop", "1"]).code == 2)
+        #expect(run(base + ["--recipe", Self.recipe("minilm-int8-channel")]).code == 2, "no threshold")
+        #expect(run(base + ["--recipe", Self.recipe("minilm-int8-channel"), "--max-drop", "x"]).code == 2)
+        #expect(run(base + ["--max-drop", "1"]).code == 2, "neither --recipe nor --compressed")
+        let bad = folder.file("bad.csv")
+        try Data("a\tb\n".utf8).write(to: URL(fileURLWithPath: bad))
+        let badData = run(base + ["--recipe", Self.recipe("minilm-int8-channel"), "--max-drop", "1", "--data", bad])
+        #expect(badData.code == 2 && badData.errors.contains("bad.csv:1"))
+    }
+}
