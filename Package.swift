@@ -39,6 +39,9 @@ let package = Package(
         .executableTarget(
             name: "EncoderBenchmark", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkCompression"],
             path: "Benchmarks/EncoderBenchmark", swiftSettings: kernelSettings),
+        .executableTarget(
+            name: "PeerBenchmark", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkCompression", "ShrinkIO"],
+            path: "Benchmarks/PeerBenchmark", swiftSettings: kernelSettings),
         .target(name: "ShrinkTestSupport", dependencies: ["ShrinkCore", "ShrinkCompression", "CShrinkKernels"], path: "Tests/ShrinkTestSupport"),
         .testTarget(name: "ShrinkCoreTests", dependencies: ["ShrinkCore", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkIOTests", dependencies: ["ShrinkIO", "ShrinkTestSupport"]),

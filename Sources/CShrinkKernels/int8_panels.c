@@ -2,6 +2,7 @@
 // Layouts and arithmetic are described in shrink_kernels.h; the Swift twins live in
 // ShrinkKernels/Int8PanelKernels.swift and are tested against these.
 #include "shrink_kernels.h"
+#include "tiles.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -136,23 +137,7 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t 
     const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
     const size_t panel_bytes = four_bit ? kpad * 8 : kpad * 16;
     const size_t panel_floats = wblocks * 16;
-    size_t panel = panel_begin;
-    // Pairs of panels share each activation broadcast (compute-bound batches); below 4 rows the
-    // product is bound by streaming the weight, and one panel at a time (one sequential stream)
-    // measured 5-25 % faster than two interleaved streams.
-    if (rows >= 4)
-    for (; panel + 2 <= panel_end; panel += 2) {
-        size_t m = 0;
-        for (; m + 4 <= rows; m += 4) TILE(4, 2);
-        for (; m + 2 <= rows; m += 2) TILE(2, 2);
-        for (; m < rows; m++) TILE(1, 2);
-    }
-    for (; panel < panel_end; panel++) {
-        size_t m = 0;
-        for (; m + 4 <= rows; m += 4) TILE(4, 1);
-        for (; m + 2 <= rows; m += 2) TILE(2, 1);
-        for (; m < rows; m++) TILE(1, 1);
-    }
+    SHRINK_FOR_EACH_TILE(rows, panel_begin, panel_end, 4, TILE);
 }
 
 AVX512_READ uint64_t shrink_read_sum_u64(const uint64_t *values, size_t count) {

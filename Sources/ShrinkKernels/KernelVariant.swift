@@ -120,6 +120,28 @@ public enum KernelVariant: String, CaseIterable, Sendable {
         }
     }
 
+    /// `y[m · ldy + c] = bias[c] + Σ_i w[c][i] · x[m · ldx + i]` for the channels of `panels` of
+    /// fp32 weights packed 16 channels at a time (see `shrink_gemm_f32_panels`); one FMA per input,
+    /// in input order, in both implementations.
+    @inline(__always)
+    func gemmPanels(_ packed: UnsafePointer<Float>, n: Int, k: Int, panels: Range<Int>, _ x: UnsafePointer<Float>, rows: Int, ldx: Int,
+                    _ y: UnsafeMutablePointer<Float>, ldy: Int, bias: UnsafePointer<Float>?) {
+        switch self {
+        case .avx512: shrink_gemm_f32_panels(packed, n, k, panels.lowerBound, panels.upperBound, x, rows, ldx, y, ldy, bias)
+        case .swift:
+            for panel in panels {
+                for lane in 0..<16 where panel * 16 + lane < n {
+                    let column = packed + panel * k * 16 + lane
+                    for m in 0..<rows {
+                        var sum: Float = 0
+                        for i in 0..<k { sum = sum.addingProduct(column[i * 16], x[m * ldx + i]) }
+                        y[m * ldy + panel * 16 + lane] = sum + (bias?[panel * 16 + lane] ?? 0)
+                    }
+                }
+            }
+        }
+    }
+
     /// Sparse row decode (see `shrink_decode_sparse`): kept positions from `mask` (LSB-first bits)
     /// take the next code of `kept`, through `lut` when given, else `scales`/`offsets` per `block`.
     @inline(__always)

@@ -20,8 +20,10 @@ func workerCount(threads: Int, work: Int, outFeatures: Int, minimumWork: Int) ->
     max(1, min(threads, outFeatures, minimumWork > 0 ? work / minimumWork : threads))
 }
 
-/// An fp32 weight: few input rows go through the register-tiled kernel (threads split the output
-/// rows), many through the system BLAS.
+/// An fp32 weight, packed at load in panels of 16 output channels (`shrink_gemm_f32_panels`;
+/// threads split the panels). On MiniLM this ran faster than OpenBLAS `sgemm` at batch 32
+/// (334 against 271 sentences/s on one thread) and about twice as fast as the earlier 4×4 tiles at
+/// batch 1, so the row-major weight is not kept.
 public final class DenseLinear: LinearOperator, @unchecked Sendable {
     public let inFeatures: Int
     public let outFeatures: Int
@@ -29,55 +31,50 @@ public final class DenseLinear: LinearOperator, @unchecked Sendable {
     public let variant: KernelVariant
     /// Least multiply-adds per thread before work is split (0: always split, for tests).
     public let minimumWorkPerThread: Int
-    let weights: [Float]
     let bias: [Float]?
+    /// The weights in panels of 16 channels, 64-byte aligned.
+    let panels: UnsafeMutablePointer<Float>
+    let panelCount: Int
 
     /// `weights` is `outFeatures × inFeatures`, row-major.
     public init(weights: [Float], bias: [Float]?, outFeatures: Int, inFeatures: Int,
                 threads: Int = ProcessInfo.processInfo.activeProcessorCount, variant: KernelVariant = .best,
                 minimumWorkPerThread: Int = defaultMinimumWorkPerThread) {
         precondition(weights.count == outFeatures * inFeatures && (bias?.count ?? outFeatures) == outFeatures && threads >= 1)
-        self.weights = weights
         self.bias = bias
         self.outFeatures = outFeatures
         self.inFeatures = inFeatures
         self.threads = threads
         self.variant = variant
         self.minimumWorkPerThread = minimumWorkPerThread
+        panelCount = (outFeatures + 15) / 16
+        let count = max(1, panelCount * inFeatures * 16)
+        panels = UnsafeMutableRawPointer.allocate(byteCount: count * 4, alignment: 64).bindMemory(to: Float.self, capacity: count)
+        panels.initialize(repeating: 0, count: count)
+        for row in 0..<outFeatures {
+            let panel = panels + (row / 16) * inFeatures * 16 + row % 16
+            for column in 0..<inFeatures { panel[column * 16] = weights[row * inFeatures + column] }
+        }
     }
+
+    deinit { UnsafeMutableRawPointer(panels).deallocate() }
 
     public func forward(_ x: [Float], rows: Int, into y: inout [Float]) {
         precondition(x.count >= rows * inFeatures && y.count >= rows * outFeatures)
-        if rows < PackedLinear.blasRowThreshold {
-            let workers = workerCount(threads: threads, work: rows * outFeatures * inFeatures, outFeatures: outFeatures,
-                                      minimumWork: minimumWorkPerThread)
-            weights.withUnsafeBufferPointer { w in
-                x.withUnsafeBufferPointer { input in
-                    y.withUnsafeMutableBufferPointer { output in
-                        nonisolated(unsafe) let (weight, inp, out) = (w.baseAddress!, input.baseAddress!, output.baseAddress!)
-                        let work: @Sendable (Int) -> Void = { worker in
-                            let begin = self.outFeatures * worker / workers, end = self.outFeatures * (worker + 1) / workers
-                            self.variant.gemmNT(weight + begin * self.inFeatures, end - begin, inp, rows, self.inFeatures, out + begin, self.outFeatures)
-                            if let bias = self.bias {
-                                for m in 0..<rows { for r in begin..<end { out[m * self.outFeatures + r] += bias[r] } }
-                            }
-                        }
-                        if workers == 1 { work(0) } else { WorkerPool.shared.run(workers, work) }
+        let workers = workerCount(threads: threads, work: rows * outFeatures * inFeatures, outFeatures: panelCount,
+                                  minimumWork: minimumWorkPerThread)
+        let empty: [Float] = []
+        (bias ?? empty).withUnsafeBufferPointer { b in
+            x.withUnsafeBufferPointer { input in
+                y.withUnsafeMutableBufferPointer { output in
+                    nonisolated(unsafe) let (inp, out) = (input.baseAddress!, output.baseAddress!)
+                    nonisolated(unsafe) let biasPointer = self.bias == nil ? nil : b.baseAddress
+                    let work: @Sendable (Int) -> Void = { worker in
+                        let range = (self.panelCount * worker / workers)..<(self.panelCount * (worker + 1) / workers)
+                        self.variant.gemmPanels(self.panels, n: self.outFeatures, k: self.inFeatures, panels: range, inp, rows: rows,
+                                                ldx: self.inFeatures, out, ldy: self.outFeatures, bias: biasPointer)
                     }
-                }
-            }
-            return
-        }
-        weights.withUnsafeBufferPointer { w in
-            y.withUnsafeMutableBufferPointer { output in
-                if let bias {
-                    bias.withUnsafeBufferPointer { b in
-                        DenseMatmul.blas(x: x, rows: rows, weights: w.baseAddress!, outFeatures: outFeatures, inFeatures: inFeatures,
-                                         bias: b.baseAddress, output: output.baseAddress!)
-                    }
-                } else {
-                    DenseMatmul.blas(x: x, rows: rows, weights: w.baseAddress!, outFeatures: outFeatures, inFeatures: inFeatures,
-                                     bias: nil, output: output.baseAddress!)
+                    if workers == 1 { work(0) } else { WorkerPool.shared.run(workers, work) }
                 }
             }
         }

@@ -28,15 +28,17 @@ import ShrinkTestSupport
         }
     }
 
-    /// The dense operator's own kernel (few rows) and BLAS path (many rows), every variant, 1 and 2 threads.
+    /// The dense operator's panel kernel against the reference: every variant, 1 and 2 threads, every
+    /// row tile (6, 4, 2, 1 and their mixes) and channel counts with tails.
     @Test(arguments: KernelVariant.available, [1, 2])
     func denseLinearMatchesTheReference(variant: KernelVariant, threads: Int) {
         var generator = SeededGenerator(seed: 77)
-        for (outFeatures, inFeatures) in [(97, 385), (5, 7), (16, 64)] {
+        var outputs: [[Float]] = []
+        for (outFeatures, inFeatures) in [(97, 385), (5, 7), (16, 64), (33, 1)] {
             let weights = generator.floats(outFeatures * inFeatures), bias = generator.floats(outFeatures)
             let layer = DenseLinear(weights: weights, bias: bias, outFeatures: outFeatures, inFeatures: inFeatures, threads: threads,
                                     variant: variant, minimumWorkPerThread: 0)
-            for rows in [1, 3, 5, PackedLinear.blasRowThreshold + 3] {
+            for rows in [1, 2, 3, 4, 5, 7, 13, PackedLinear.blasRowThreshold + 3] {
                 let x = generator.floats(rows * inFeatures)
                 var actual = [Float](repeating: .nan, count: rows * outFeatures), expected = actual
                 layer.forward(x, rows: rows, into: &actual)
@@ -46,6 +48,24 @@ import ShrinkTestSupport
                 }
                 let worst = zip(actual, expected).map { abs($0 - $1) }.max()!
                 #expect(worst <= Float(inFeatures) * 0x1p-22 + 1e-6, "\(variant) \(outFeatures)×\(inFeatures) rows \(rows): \(worst)")
+                outputs.append(actual)
+            }
+        }
+        // One FMA per input in input order in both implementations: the same bits.
+        if variant == .avx512 {
+            var twin = SeededGenerator(seed: 77)
+            var index = 0
+            for (outFeatures, inFeatures) in [(97, 385), (5, 7), (16, 64), (33, 1)] {
+                let weights = twin.floats(outFeatures * inFeatures), bias = twin.floats(outFeatures)
+                let layer = DenseLinear(weights: weights, bias: bias, outFeatures: outFeatures, inFeatures: inFeatures, threads: threads,
+                                        variant: .swift, minimumWorkPerThread: 0)
+                for rows in [1, 2, 3, 4, 5, 7, 13, PackedLinear.blasRowThreshold + 3] {
+                    let x = twin.floats(rows * inFeatures)
+                    var actual = [Float](repeating: .nan, count: rows * outFeatures)
+                    layer.forward(x, rows: rows, into: &actual)
+                    #expect(actual == outputs[index], "\(outFeatures)×\(inFeatures) rows \(rows): the AVX-512 kernel and its Swift twin differ")
+                    index += 1
+                }
             }
         }
     }

@@ -66,6 +66,15 @@ void shrink_add_layer_norm_f32(float *x, const float *residual, size_t rows, siz
 /// Sum of a[i] * b[i], accumulated in 16 float lanes then reduced.
 float shrink_dot_f32(const float *a, const float *b, size_t n);
 
+// ---- fp32 panels (f32_panels.c) ----
+// Weights [n, k] packed in panels of 16 output channels: for input i, 16 floats (channel 16p + r
+// at float i * 16 + r of panel p); a panel is k * 16 floats, channels past n are zero.
+
+/// y[m * ldy + c] = bias[c] + sum over i of w[c][i] * x[m * ldx + i], for m < rows and the channels
+/// of panels [panel_begin, panel_end), each sum one FMA per input in input order (bias may be NULL).
+void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t panel_begin, size_t panel_end, const float *x,
+                            size_t rows, size_t ldx, float *y, size_t ldy, const float *bias);
+
 // ---- Integer dot products (int8_panels.c) ----
 //
 // Weights are u8 codes q with value a * q - o, where the scale a and offset o are per output

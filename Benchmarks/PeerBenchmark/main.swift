@@ -1,0 +1,214 @@
+// Shrink and ONNX Runtime side by side on all-MiniLM-L6-v2, in one run, interleaved (each round
+// runs every configuration in turn, so machine drift hits all alike), after a warm-up:
+// - batch 1: the first 200 reference sentences, pre-tokenized, one at a time (forward, mean
+//   pooling, normalization): median ms per sentence;
+// - batch 32: 1,024 STS-B test sentences sorted by length: sentences per second;
+// - 1 and 2 threads; Shrink fp32, int8, 4-bit block, 4-bit palette and 2:4-sparse recipes next to
+//   ONNX Runtime fp32 and dynamic int8 (graph built from the same safetensors by
+//   Benchmarks/Peers/onnxruntime_minilm.py);
+// - fidelity: mean and minimum cosine to the fp32 reference embeddings of all 262 reference
+//   sentences.
+// Prints a table with ratios to ONNX Runtime's fastest variant and writes the same as JSON.
+//   swift run -c release PeerBenchmark [--rounds n] [--output peer-benchmark.json]
+// Without onnxruntime it says how to install it and runs Shrink alone.
+import Dispatch
+import Foundation
+import Shrink
+import ShrinkCompression
+import ShrinkIO
+import ShrinkKernels
+import ShrinkModels
+
+let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+let modelFolder = ModelRegistry.directory(of: ModelRegistry.defaultEntry)
+var rounds = 3
+var outputPath = "peer-benchmark.json"
+var arguments = Array(CommandLine.arguments.dropFirst())
+while arguments.count >= 2 {
+    let (flag, value) = (arguments.removeFirst(), arguments.removeFirst())
+    switch flag {
+    case "--rounds": rounds = Int(value) ?? rounds
+    case "--output": outputPath = value
+    default: fatalError("unknown option \(flag)")
+    }
+}
+let fixtures = root.appendingPathComponent("Tests/Fixtures/minilm-reference")
+let scratch = NSTemporaryDirectory() + "shrink-peer-benchmark-" + UUID().uuidString
+try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(atPath: scratch) }
+
+// Inputs, tokenized once and shared with the peer.
+let tokenizer = try WordPieceTokenizer(vocabularyFile: modelFolder + "/vocab.txt")
+let referenceSentences = try String(contentsOf: fixtures.appendingPathComponent("sentences.txt"), encoding: .utf8)
+    .split(separator: "\n").map(String.init)
+let referenceIDs = referenceSentences.map(tokenizer.encode)
+let latencyIDs = Array(referenceIDs.prefix(200))
+let stsRows = try String(contentsOf: root.appendingPathComponent("data/stsb/sts-test.csv"), encoding: .utf8)
+    .split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false) }
+let throughputIDs = Array(stsRows.flatMap { [String($0[5]), String($0[6])] }.prefix(1024).map(tokenizer.encode).sorted { $0.count < $1.count })
+let batches = stride(from: 0, to: throughputIDs.count, by: 32).map { Array(throughputIDs[$0..<min($0 + 32, throughputIDs.count)]) }
+let workloadPath = scratch + "/workload.json"
+try JSONSerialization.data(withJSONObject: ["reference": referenceIDs.map { $0.map(Int.init) }, "latency": latencyIDs.map { $0.map(Int.init) },
+                                            "throughput": throughputIDs.map { $0.map(Int.init) }]).write(to: URL(fileURLWithPath: workloadPath))
+let referenceEmbeddings = try SafetensorsFile(path: fixtures.appendingPathComponent("embeddings.safetensors").path).tensor(named: "embeddings").floats()
+
+/// The ONNX Runtime side: a Python process answering one JSON request per line.
+final class Peer {
+    let process = Process()
+    let input = Pipe(), output = Pipe()
+    var buffer = Data()
+    /// The onnxruntime version the peer reported.
+    private(set) var version = ""
+
+    init?(script: String) {
+        let check = Process()
+        check.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        check.arguments = ["python3", "-c", "import onnx, onnxruntime"]
+        check.standardError = FileHandle.nullDevice
+        guard (try? check.run()) != nil else { return nil }
+        check.waitUntilExit()
+        guard check.terminationStatus == 0 else { return nil }
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script, modelFolder, NSTemporaryDirectory() + "shrink-peer-onnx"]
+        process.standardInput = input
+        process.standardOutput = output
+        guard (try? process.run()) != nil else { return nil }
+        guard let ready = readLine(), let name = ready["onnxruntime"] as? String else { return nil }
+        version = name
+    }
+
+    func readLine() -> [String: Any]? {
+        while true {
+            if let newline = buffer.firstIndex(of: 0x0A) {
+                let line = buffer[buffer.startIndex..<newline]
+                buffer.removeSubrange(buffer.startIndex...newline)
+                return try? JSONSerialization.jsonObject(with: line) as? [String: Any]
+            }
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { return nil }
+            buffer.append(chunk)
+        }
+    }
+
+    func ask(_ request: [String: Any]) -> [String: Any] {
+        input.fileHandleForWriting.write(try! JSONSerialization.data(withJSONObject: request) + Data([0x0A]))
+        guard let answer = readLine() else { fatalError("the ONNX Runtime peer stopped answering") }
+        return answer
+    }
+}
+
+let peer = Peer(script: root.appendingPathComponent("Benchmarks/Peers/onnxruntime_minilm.py").path)
+if let peer {
+    _ = peer.ask(["workload": workloadPath])
+    print("ONNX Runtime \(peer.version) (CPU execution provider, graph optimizations on)")
+} else {
+    print("ONNX Runtime is not installed: python3 -m pip install -r scripts/requirements-peers.txt; running Shrink alone.")
+}
+print("BLAS: \(BLASLibrary.summary); kernels: \(KernelVariant.best.rawValue), integer kernels: \(IntegerKernelVariant.best.rawValue)")
+print("batch 1: \(latencyIDs.count) sentences, mean \(latencyIDs.reduce(0) { $0 + $1.count } / latencyIDs.count) tokens; batch 32: \(throughputIDs.count) sentences")
+
+// Shrink's configurations.
+let recipes = ["minilm-int8-channel": "int8", "minilm-int4-block32": "4-bit block 32", "minilm-palette-4bit": "4-bit palette",
+               "minilm-prune50-palette4": "2:4 + 4-bit palette"]
+var files = [("Shrink fp32", modelFolder + "/model.safetensors")]
+for recipe in ["minilm-int8-channel", "minilm-int4-block32", "minilm-palette-4bit", "minilm-prune50-palette4"] {
+    let output = scratch + "/\(recipe).safetensors"
+    _ = try ModelCompressor.compress(model: try ModelLocation.resolve(modelFolder),
+                                     recipe: try Recipe.load(path: root.appendingPathComponent("recipes/\(recipe).json").path), output: output)
+    files.append(("Shrink " + recipes[recipe]!, output))
+}
+
+struct Row: Codable {
+    let name: String
+    let threads: Int
+    let batch1MillisecondsPerSentence: Double
+    let batch32SentencesPerSecond: Double
+    var batch1RatioToPeer: Double?
+    var batch32RatioToPeer: Double?
+    let meanCosine: Double
+    let minCosine: Double
+}
+
+func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+
+func cosines(_ embeddings: [[Float]]) -> (Double, Double) {
+    let values = embeddings.enumerated().map { index, embedding -> Double in
+        var dot = 0.0, a = 0.0, b = 0.0
+        for (column, value) in embedding.enumerated() {
+            let expected = Double(referenceEmbeddings[index * embedding.count + column])
+            dot += Double(value) * expected
+            a += Double(value) * Double(value)
+            b += expected * expected
+        }
+        return dot / (a * b).squareRoot()
+    }
+    return (values.reduce(0, +) / Double(values.count), values.min()!)
+}
+
+var rows: [Row] = []
+for threads in [1, 2] {
+    BLASLibrary.setThreadCount(threads)
+    let pooling = try SentencePooling(folder: modelFolder)
+    let config = try BertConfig(path: modelFolder + "/config.json")
+    let encoders = try files.map { ($0.0, try BertEncoder(config: config, pooling: pooling, source: try WeightSource(path: $0.1, threads: threads))) }
+    let peerVariants = peer == nil ? [] : [("ONNX Runtime fp32", "fp32"), ("ONNX Runtime int8 (dynamic)", "int8")]
+    var batch1 = [String: [Double]](), throughput = [String: [Double]]()
+    // Warm-up.
+    for (_, encoder) in encoders { for sequence in latencyIDs.prefix(20) { _ = encoder.embed([sequence]) }; _ = encoder.embed(batches[0]) }
+    for (_, variant) in peerVariants {
+        _ = peer!.ask(["variant": variant, "threads": threads, "run": "batch1", "inputs": "latency"])
+        _ = peer!.ask(["variant": variant, "threads": threads, "run": "batch32", "inputs": "throughput"])
+    }
+    for _ in 0..<rounds {
+        for (name, encoder) in encoders {
+            for sequence in latencyIDs {
+                let start = DispatchTime.now().uptimeNanoseconds
+                _ = encoder.embed([sequence])
+                batch1[name, default: []].append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+            }
+            let start = DispatchTime.now().uptimeNanoseconds
+            for batch in batches { _ = encoder.embed(batch) }
+            throughput[name, default: []].append(Double(throughputIDs.count) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9))
+        }
+        for (name, variant) in peerVariants {
+            let times = peer!.ask(["variant": variant, "threads": threads, "run": "batch1", "inputs": "latency"])["milliseconds"] as! [Double]
+            batch1[name, default: []] += times
+            let seconds = peer!.ask(["variant": variant, "threads": threads, "run": "batch32", "inputs": "throughput"])["seconds"] as! Double
+            throughput[name, default: []].append(Double(throughputIDs.count) / seconds)
+        }
+    }
+    var threadRows: [Row] = []
+    for (name, encoder) in encoders {
+        let (mean, minimum) = cosines(referenceIDs.map { encoder.embed([$0])[0] })
+        threadRows.append(Row(name: name, threads: threads, batch1MillisecondsPerSentence: median(batch1[name]!),
+                              batch32SentencesPerSecond: median(throughput[name]!), meanCosine: mean, minCosine: minimum))
+    }
+    for (name, variant) in peerVariants {
+        let fidelity = peer!.ask(["variant": variant, "threads": threads, "run": "fidelity", "inputs": "reference",
+                                  "reference": fixtures.appendingPathComponent("embeddings.safetensors").path])
+        threadRows.append(Row(name: name, threads: threads, batch1MillisecondsPerSentence: median(batch1[name]!),
+                              batch32SentencesPerSecond: median(throughput[name]!), meanCosine: fidelity["mean_cosine"] as! Double,
+                              minCosine: fidelity["min_cosine"] as! Double))
+    }
+    let peerRows = threadRows.filter { $0.name.hasPrefix("ONNX") }
+    if let fastest = peerRows.map(\.batch1MillisecondsPerSentence).min(), let best = peerRows.map(\.batch32SentencesPerSecond).max() {
+        for index in threadRows.indices {
+            threadRows[index].batch1RatioToPeer = threadRows[index].batch1MillisecondsPerSentence / fastest
+            threadRows[index].batch32RatioToPeer = threadRows[index].batch32SentencesPerSecond / best
+        }
+    }
+    print("")
+    print("threads \(threads)                       batch 1 ms/sentence  ×ORT best time   batch 32 sentences/s  ×ORT best rate   mean cos   min cos")
+    for row in threadRows {
+        print("  " + row.name.padding(toLength: 30, withPad: " ", startingAt: 0) + String(format: " %10.3f  %14@  %20.1f  %14@  %9.5f %9.5f", row.batch1MillisecondsPerSentence,
+                     (row.batch1RatioToPeer.map { String(format: "%.2f", $0) } ?? "-") as NSString, row.batch32SentencesPerSecond,
+                     (row.batch32RatioToPeer.map { String(format: "%.2f", $0) } ?? "-") as NSString, row.meanCosine, row.minCosine))
+    }
+    rows += threadRows
+}
+let encoder = JSONEncoder()
+encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+encoder.keyEncodingStrategy = .convertToSnakeCase
+try encoder.encode(rows).write(to: URL(fileURLWithPath: outputPath))
+print("")
+print("Wrote \(outputPath). Ratios: time over ONNX Runtime's fastest batch-1 variant (< 1: Shrink faster); rate over its best batch-32 rate (> 1: Shrink faster).")
