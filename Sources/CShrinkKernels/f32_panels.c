@@ -23,13 +23,7 @@ AVX512F INLINE void f32_tile(const float *w, size_t panel_floats, int np, size_t
             for (int p = 0; p < np; p++) acc[m][p] = _mm512_fmadd_ps(v[p], xv, acc[m][p]);
         }
     }
-    for (int p = 0; p < np; p++) {
-        size_t first = n0 + p * 16;
-        size_t count = n - first < 16 ? n - first : 16;
-        __mmask16 mask = count == 16 ? 0xFFFF : (__mmask16)((1u << count) - 1);
-        __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + first) : _mm512_setzero_ps();
-        for (int m = 0; m < mr; m++) _mm512_mask_storeu_ps(y + m * ldy + first, mask, _mm512_add_ps(acc[m][p], b));
-    }
+    store_tile(acc, mr, np, y, ldy, n0, n, bias);
 }
 
 #define F32_TILE(MR, NP) \

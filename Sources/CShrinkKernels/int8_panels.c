@@ -115,13 +115,7 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
             for (int m = 0; m < mr; m++) acc[m][p] = _mm512_fnmadd_ps(offset, _mm512_set1_ps(block_sum[m]), acc[m][p]);
         }
     }
-    for (int p = 0; p < np; p++) {
-        size_t first = n0 + p * 16;
-        size_t count = n - first < 16 ? n - first : 16;
-        __mmask16 mask = count == 16 ? 0xFFFF : (__mmask16)((1u << count) - 1);
-        __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + first) : _mm512_setzero_ps();
-        for (int m = 0; m < mr; m++) _mm512_mask_storeu_ps(y + m * ldy + first, mask, _mm512_add_ps(acc[m][p], b));
-    }
+    store_tile(acc, mr, np, y, ldy, n0, n, bias);
 }
 
 #define TILE(MR, NP) \

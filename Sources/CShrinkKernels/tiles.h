@@ -26,4 +26,21 @@
         }                                                                      \
     } while (0)
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/// Stores rows [0, mr) of panels [0, np) of a tile's accumulators at y + m * ldy + n0 + 16 p,
+/// adding bias (may be NULL) and masking channels from n on.
+__attribute__((target("avx512f"), always_inline)) static inline void store_tile(__m512 (*acc)[2], int mr, int np, float *y, size_t ldy,
+                                                                                 size_t n0, size_t n, const float *bias) {
+    for (int p = 0; p < np; p++) {
+        size_t first = n0 + p * 16;
+        size_t count = n - first < 16 ? n - first : 16;
+        __mmask16 mask = count == 16 ? 0xFFFF : (__mmask16)((1u << count) - 1);
+        __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + first) : _mm512_setzero_ps();
+        for (int m = 0; m < mr; m++) _mm512_mask_storeu_ps(y + m * ldy + first, mask, _mm512_add_ps(acc[m][p], b));
+    }
+}
+#endif
+
 #endif
