@@ -37,12 +37,19 @@ public final class Int8ActivationLinear: LinearOperator, @unchecked Sendable {
         let quantized = UnsafeMutablePointer<Int8>.allocate(capacity: rows * kpad)
         let scales = UnsafeMutablePointer<Float>.allocate(capacity: rows * blocks * 2)
         defer { quantized.deallocate(); scales.deallocate() }
-        x.withUnsafeBufferPointer { input in
-            variant.quantizeRows(input.baseAddress!, rows: rows, k: inFeatures, ldx: inFeatures, kpad: kpad, into: quantized,
-                                 scales: scales, sums: scales + rows * blocks)
-        }
         let panels = weights.panels
         let workers = workerCount(threads: threads, work: rows * outFeatures * inFeatures, outFeatures: panels, minimumWork: minimumWorkPerThread)
+        // Rows are quantized independently: split over the same workers when there are enough.
+        x.withUnsafeBufferPointer { input in
+            nonisolated(unsafe) let (source, target, rowScales) = (input.baseAddress!, quantized, scales)
+            let quantizers = rows >= 8 * workers ? workers : 1
+            let quantize: @Sendable (Int) -> Void = { worker in
+                let first = rows * worker / quantizers, count = rows * (worker + 1) / quantizers - first
+                self.variant.quantizeRows(source + first * self.inFeatures, rows: count, k: self.inFeatures, ldx: self.inFeatures, kpad: kpad,
+                                          into: target + first * kpad, scales: rowScales + first * blocks, sums: rowScales + (rows + first) * blocks)
+            }
+            if quantizers == 1 { quantize(0) } else { WorkerPool.shared.run(quantizers, quantize) }
+        }
         nonisolated(unsafe) let (xq, xScales) = (UnsafePointer(quantized), UnsafePointer(scales))
         y.withUnsafeMutableBufferPointer { output in
             nonisolated(unsafe) let out = output.baseAddress!

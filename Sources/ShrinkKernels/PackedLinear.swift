@@ -232,7 +232,15 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
         }
     }
 
-    /// Decodes weight row `row` into `out[0..<inFeatures]`.
+    /// Weight row `row` as stored values (output-channel scales applied) into `out[0..<inFeatures]`:
+    /// the vector decoders serve row gathers such as compressed embedding tables.
+    public func decodeWeightRow(_ row: Int, into out: UnsafeMutablePointer<Float>) {
+        precondition(row >= 0 && row < outFeatures)
+        decodeRow(row, into: out)
+        if let scale = outputScales?[row] { for column in 0..<inFeatures { out[column] *= scale } }
+    }
+
+    /// Decodes weight row `row` into `out[0..<inFeatures]` (without output-channel scales).
     func decodeRow(_ row: Int, into out: UnsafeMutablePointer<Float>) {
         switch layout {
         case .affine(let codes, let rowBytes, let fourBit, let scales, let offsets, let block, let blocksPerRow):

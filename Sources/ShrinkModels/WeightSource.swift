@@ -3,25 +3,26 @@ import ShrinkCore
 import ShrinkIO
 import ShrinkKernels
 
-/// Rows of an embedding table, dense or encoded (an encoded table decodes only the rows asked for).
+/// Rows of an embedding table, dense or encoded (an encoded table decodes only the rows asked for,
+/// through the vector row decoders of `PackedLinear`).
 public struct EmbeddingTable: Sendable {
     public let rows: Int
     public let columns: Int
     private let dense: [Float]?
-    private let reader: EncodedTensorReader?
+    private let encoded: PackedLinear?
 
     init(dense: [Float], rows: Int, columns: Int) {
         self.dense = dense
-        reader = nil
+        encoded = nil
         self.rows = rows
         self.columns = columns
     }
 
-    init(encoded: EncodedTensor) {
+    init(encoded table: EncodedTensor) {
         dense = nil
-        reader = EncodedTensorReader(encoded)
-        rows = encoded.shape[0]
-        columns = encoded.shape[1]
+        encoded = PackedLinear(weight: table, bias: nil, threads: 1)
+        rows = table.shape[0]
+        columns = table.shape[1]
     }
 
     /// Writes row `row` to `target[0..<columns]`.
@@ -30,12 +31,16 @@ public struct EmbeddingTable: Sendable {
         if let dense {
             dense.withUnsafeBufferPointer { target.update(from: $0.baseAddress! + row * columns, count: columns) }
         } else {
-            reader!.decode(flatRange: (row * columns)..<((row + 1) * columns), into: target)
+            encoded!.decodeWeightRow(row, into: target)
         }
     }
 
     /// Adds row `row` to `target[0..<columns]`.
     public func add(row: Int, into target: UnsafeMutablePointer<Float>) {
+        if let dense {
+            dense.withUnsafeBufferPointer { values in for column in 0..<columns { target[column] += values[row * columns + column] } }
+            return
+        }
         var scratch = [Float](repeating: 0, count: columns)
         scratch.withUnsafeMutableBufferPointer { gather(row: row, into: $0.baseAddress!) }
         for column in 0..<columns { target[column] += scratch[column] }

@@ -74,6 +74,29 @@ import ShrinkTestSupport
         }
     }
 
+    /// Row gathers (compressed embedding tables) give the stored values of every encoding.
+    @Test(arguments: EncodingCatalog.all.map(\.name), KernelVariant.available)
+    func weightRowsDecodeToTheStoredValues(encoding: String, variant: KernelVariant) throws {
+        let config = EncodingCatalog.all.first { $0.name == encoding }!.config
+        var generator = SeededGenerator(seed: 9)
+        for shape in Self.shapes where config.mismatch(shape: shape) == nil {
+            let weight = try WeightCompressor.encode(name: "w", tensor: try DenseTensor(converting: generator.floats(shape[0] * shape[1]), shape: shape),
+                                                     config: config)
+            let decoded = weight.decode()
+            let layer = PackedLinear(weight: weight, bias: nil, threads: 1, variant: variant)
+            var row = [Float](repeating: .nan, count: shape[1])
+            for index in [0, shape[0] / 2, shape[0] - 1] {
+                row.withUnsafeMutableBufferPointer { layer.decodeWeightRow(index, into: $0.baseAddress!) }
+                let expected = Array(decoded[(index * shape[1])..<((index + 1) * shape[1])])
+                // Fused multiply-subtract may round a decoded value differently from the reference's
+                // multiply then subtract: within 1e-6 of the row's largest magnitude.
+                let scale = expected.map(abs).max()!
+                let worst = zip(row, expected).map { abs($0 - $1) }.max()!
+                #expect(worst <= 1e-6 * scale, "\(encoding) \(variant) \(shape) row \(index): error \(worst) (row max \(scale))")
+            }
+        }
+    }
+
     @Test func resultsDoNotDependOnTheThreadCount() throws {
         var generator = SeededGenerator(seed: 8)
         let weight = try WeightCompressor.encode(name: "w", tensor: try DenseTensor(converting: generator.floats(200 * 96), shape: [200, 96]),
