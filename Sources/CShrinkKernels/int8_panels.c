@@ -123,14 +123,59 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
          scales + panel * panel_floats, offsets + panel * panel_floats, panel_floats, xq + m * kpad, \
          xscales + m * blocks, xsums + m * blocks, MR, y + m * ldy, ldy, panel * 16, n, bias)
 
+/// Nibble panels [begin, end) widened to byte panels (LUT applied) in `out`: each 64-byte octet
+/// becomes the two 64-byte quads it holds.
+VNNI static void widen_panels(const uint8_t *w, const uint8_t *luts, size_t kpad, size_t begin, size_t end, uint8_t *out) {
+    const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
+    for (size_t panel = begin; panel < end; panel++) {
+        const uint8_t *source = w + panel * kpad * 8;
+        uint8_t *target = out + (panel - begin) * kpad * 16;
+        __m512i table = luts ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(luts + panel * 16))) : _mm512_setzero_si512();
+        for (size_t octet = 0; octet < kpad / 8; octet++) {
+            __m512i v = _mm512_loadu_si512(source + octet * 64);
+            __m512i lo = _mm512_and_si512(v, low_nibbles), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
+            if (luts) {
+                lo = _mm512_shuffle_epi8(table, lo);
+                hi = _mm512_shuffle_epi8(table, hi);
+            }
+            _mm512_storeu_si512(target + octet * 128, lo);
+            _mm512_storeu_si512(target + octet * 128 + 64, hi);
+        }
+    }
+}
+
+/// From this many rows on, 4-bit panels are widened to bytes once per pair of panels (in a
+/// per-thread buffer) instead of unpacking every octet again for every tile of rows.
+#define WIDEN_FROM_ROWS 8
+
 VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, size_t n, size_t kpad,
                                   size_t blocks_per_wblock, const float *scales, const float *offsets,
                                   size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
                                   const float *xsums, size_t rows, float *y, size_t ldy, const float *bias) {
     const size_t blocks = kpad / 32;
     const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
-    const size_t panel_bytes = four_bit ? kpad * 8 : kpad * 16;
     const size_t panel_floats = wblocks * 16;
+    if (four_bit && rows >= WIDEN_FROM_ROWS) {
+        static __thread uint8_t *widened = NULL;
+        static __thread size_t capacity = 0;
+        if (capacity < 2 * kpad * 16) {
+            free(widened);
+            widened = aligned_alloc(64, 2 * kpad * 16);
+            capacity = widened ? 2 * kpad * 16 : 0;
+        }
+        if (widened) {
+            for (size_t first = panel_begin; first < panel_end; first += 2) {
+                size_t last = first + 2 < panel_end ? first + 2 : panel_end;
+                widen_panels(w, luts, kpad, first, last, widened);
+                // The pair as panels 0 and 1 of their own: channels, tables and outputs from `first`.
+                shrink_gemm_u8s8_panels(widened, 0, NULL, n - first * 16, kpad, blocks_per_wblock, scales + first * panel_floats,
+                                        offsets + first * panel_floats, 0, last - first, xq, xscales, xsums, rows, y + first * 16, ldy,
+                                        bias ? bias + first * 16 : NULL);
+            }
+            return;
+        }
+    }
+    const size_t panel_bytes = four_bit ? kpad * 8 : kpad * 16;
     SHRINK_FOR_EACH_TILE(rows, panel_begin, panel_end, 4, TILE);
 }
 
