@@ -144,8 +144,8 @@ for (outFeatures, inFeatures) in shapes {
             }
             // Interleaved: every round runs each case in turn, so machine drift hits all alike. The
             // fp32-activation cases (OpenBLAS on a transient decode) are measured in a pass of
-            // their own after the others: after them OpenBLAS's spinning threads slowed the 2-thread
-            // integer cases up to 2×.
+            // their own after the others: right after OpenBLAS calls, its spinning threads slowed
+            // the 2-thread integer cases up to 2×.
             var times = [[Double]](repeating: [], count: cases.count)
             let passes = [cases.indices.filter { !cases[$0].label.hasSuffix("(f32)") }, cases.indices.filter { cases[$0].label.hasSuffix("(f32)") }]
             for pass in passes {
@@ -153,6 +153,9 @@ for (outFeatures, inFeatures) in shapes {
                     for index in pass {
                         let calls = rows == 1 ? 20 : 4
                         times[index].append(median(repetitions: calls, warmUp: round == 0 ? 3 : 1) { call in cases[index].run(call) })
+                        // OpenBLAS's threads spin for a while after a call: let them go to sleep
+                        // before the next case needs the cores.
+                        if index == 0 { Thread.sleep(forTimeInterval: 0.3) }
                     }
                 }
             }
