@@ -57,6 +57,12 @@ import ShrinkTestSupport
         #expect(run(base + ["--recipe", Self.recipe("minilm-int8-channel")]).code == 2, "no threshold")
         #expect(run(base + ["--recipe", Self.recipe("minilm-int8-channel"), "--max-drop", "x"]).code == 2)
         #expect(run(base + ["--max-drop", "1"]).code == 2, "neither --recipe nor --compressed")
+        // An already compressed file instead of a recipe.
+        let compressed = folder.file("int8.safetensors")
+        #expect(run(["compress", "--model", TestModels.miniLM, "--recipe", Self.recipe("minilm-int8-channel"), "--output", compressed]).code == 0)
+        let file = run(base + ["--compressed", compressed, "--max-drop", "1", "--min-cosine", "0.99"])
+        #expect(file.code == 0 && file.output.contains("gate holds"), "\(file.errors)")
+        #expect(run(base + ["--compressed", compressed, "--recipe", Self.recipe("minilm-int8-channel"), "--max-drop", "1"]).code == 2)
         let bad = folder.file("bad.csv")
         try Data("a\tb\n".utf8).write(to: URL(fileURLWithPath: bad))
         let badData = run(base + ["--recipe", Self.recipe("minilm-int8-channel"), "--max-drop", "1", "--data", bad])
