@@ -17,13 +17,19 @@ public final class Int8ActivationLinear: LinearOperator, @unchecked Sendable {
     /// Least multiply-adds per thread before work is split (0: always split).
     public let minimumWorkPerThread: Int
     public let weights: Int8PanelWeights
-    let bias: [Float]?
+    /// The bias, owned, so that a forward pass needs no array access closures.
+    let biasValues: UnsafeMutablePointer<Float>?
+    let scratch = ScratchBuffer()
 
     public init(weights: Int8PanelWeights, bias: [Float]?, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
                 variant: IntegerKernelVariant = .best, minimumWorkPerThread: Int = defaultMinimumWorkPerThread) {
         precondition((bias?.count ?? weights.rows) == weights.rows && threads >= 1)
         self.weights = weights
-        self.bias = bias
+        biasValues = bias.map { values in
+            let pointer = UnsafeMutablePointer<Float>.allocate(capacity: values.count)
+            pointer.initialize(from: values, count: values.count)
+            return pointer
+        }
         self.threads = threads
         self.variant = variant
         self.minimumWorkPerThread = minimumWorkPerThread
@@ -31,44 +37,34 @@ public final class Int8ActivationLinear: LinearOperator, @unchecked Sendable {
         outFeatures = weights.rows
     }
 
+    deinit { biasValues?.deallocate() }
+
     public func forward(_ x: [Float], rows: Int, into y: inout [Float]) {
         precondition(x.count >= rows * inFeatures && y.count >= rows * outFeatures)
         let kpad = weights.paddedColumns, blocks = kpad / 32
-        let quantized = UnsafeMutablePointer<Int8>.allocate(capacity: rows * kpad)
-        let scales = UnsafeMutablePointer<Float>.allocate(capacity: rows * blocks * 2)
-        defer { quantized.deallocate(); scales.deallocate() }
         let panels = weights.panels
         let workers = workerCount(threads: threads, work: rows * outFeatures * inFeatures, outFeatures: panels, minimumWork: minimumWorkPerThread)
-        // Rows are quantized independently: split over the same workers when there are enough.
-        x.withUnsafeBufferPointer { input in
-            nonisolated(unsafe) let (source, target, rowScales) = (input.baseAddress!, quantized, scales)
-            let quantizers = rows >= 8 * workers ? workers : 1
-            let quantize: @Sendable (Int) -> Void = { worker in
-                let first = rows * worker / quantizers, count = rows * (worker + 1) / quantizers - first
-                self.variant.quantizeRows(source + first * self.inFeatures, rows: count, k: self.inFeatures, ldx: self.inFeatures, kpad: kpad,
-                                          into: target + first * kpad, scales: rowScales + first * blocks, sums: rowScales + (rows + first) * blocks)
+        // Quantized rows, then per row and block a scale and a sum, in the reused scratch.
+        scratch.withBytes(rows * kpad + 8 * rows * blocks) { bytes in
+            let quantized = bytes.bindMemory(to: Int8.self, capacity: rows * kpad)
+            let scales = (bytes + rows * kpad).bindMemory(to: Float.self, capacity: 2 * rows * blocks)
+            x.withUnsafeBufferPointer { input in
+                let source = input.baseAddress!
+                // Rows are quantized independently: split over the same workers when there are enough.
+                let quantizers = rows >= 8 * workers ? workers : 1
+                WorkerPool.shared.run(quantizers) { worker in
+                    let first = rows * worker / quantizers, count = rows * (worker + 1) / quantizers - first
+                    variant.quantizeRows(source + first * inFeatures, rows: count, k: inFeatures, ldx: inFeatures, kpad: kpad,
+                                         into: quantized + first * kpad, scales: scales + first * blocks, sums: scales + (rows + first) * blocks)
+                }
             }
-            if quantizers == 1 { quantize(0) } else { WorkerPool.shared.run(quantizers, quantize) }
-        }
-        nonisolated(unsafe) let (xq, xScales) = (UnsafePointer(quantized), UnsafePointer(scales))
-        y.withUnsafeMutableBufferPointer { output in
-            nonisolated(unsafe) let out = output.baseAddress!
-            let run: (UnsafePointer<Float>?) -> Void = { biasPointer in
-                nonisolated(unsafe) let bias = biasPointer
-                let work: @Sendable (Int) -> Void = { worker in
+            y.withUnsafeMutableBufferPointer { output in
+                let out = output.baseAddress!
+                WorkerPool.shared.run(workers) { worker in
                     let range = (panels * worker / workers)..<(panels * (worker + 1) / workers)
-                    self.variant.gemm(self.weights, panels: range, xq: xq, xScales: xScales, xSums: xScales + rows * blocks, rows: rows,
-                                      y: out, ldy: self.outFeatures, bias: bias)
+                    variant.gemm(weights, panels: range, xq: quantized, xScales: scales, xSums: scales + rows * blocks, rows: rows,
+                                 y: out, ldy: outFeatures, bias: biasValues.map { UnsafePointer($0) })
                 }
-                if workers == 1 { work(0) } else { WorkerPool.shared.run(workers, work) }
-            }
-            if let bias {
-                bias.withUnsafeBufferPointer { b in
-                    nonisolated(unsafe) let pointer = b.baseAddress!
-                    run(pointer)
-                }
-            } else {
-                run(nil)
             }
         }
     }

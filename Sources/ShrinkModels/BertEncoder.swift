@@ -20,6 +20,7 @@ public final class BertEncoder: @unchecked Sendable {
     let layers: [Layer]
     /// Threads for attention, LayerNorm and GELU (the linear layers carry their own).
     let threads: Int
+    let workspaces = WorkspaceCache()
 
     struct Layer {
         let query, key, value, attentionOutput, intermediate, output: any LinearOperator
@@ -70,16 +71,19 @@ public final class BertEncoder: @unchecked Sendable {
     public func embed(_ sequences: [[Int32]]) -> [[Float]] {
         let hidden = config.hiddenSize
         let total = sequences.reduce(0) { $0 + $1.count }
-        var work = Workspace(tokens: total, hidden: hidden, intermediate: config.intermediateSize)
+        var work = workspaces.take(tokens: total, hidden: hidden, intermediate: config.intermediateSize)
+        defer { workspaces.give(work) }
         var row = 0
         for sequence in sequences {
             precondition(!sequence.isEmpty && sequence.count <= positionEmbeddings.rows)
             for (position, id) in sequence.enumerated() {
                 work.states.withUnsafeMutableBufferPointer { buffer in
-                    let target = buffer.baseAddress! + row * hidden
-                    wordEmbeddings.gather(row: Int(id), into: target)
-                    positionEmbeddings.add(row: position, into: target)
-                    typeEmbeddings.add(row: 0, into: target)
+                    work.context.withUnsafeMutableBufferPointer { scratch in
+                        let target = buffer.baseAddress! + row * hidden
+                        wordEmbeddings.gather(row: Int(id), into: target)
+                        positionEmbeddings.add(row: position, into: target, scratch: scratch.baseAddress!)
+                        typeEmbeddings.add(row: 0, into: target, scratch: scratch.baseAddress!)
+                    }
                 }
                 row += 1
             }
@@ -106,15 +110,37 @@ public final class BertEncoder: @unchecked Sendable {
         }
     }
 
-    /// The activations of one forward pass, allocated once and reused by every layer.
+    /// The activations of one forward pass, reused by every layer and, through `WorkspaceCache`,
+    /// by the next pass (arrays may be longer than a pass needs).
     struct Workspace {
+        var tokens: Int
         var states, query, key, value, context, projected: [Float]
         var intermediate: [Float]
 
         init(tokens: Int, hidden: Int, intermediate: Int) {
+            self.tokens = tokens
             states = [Float](repeating: 0, count: tokens * hidden)
             (query, key, value, context, projected) = (states, states, states, states, states)
             self.intermediate = [Float](repeating: 0, count: tokens * intermediate)
+        }
+    }
+
+    /// One workspace kept between passes (grown when a pass needs more tokens); a concurrent pass
+    /// gets a fresh one.
+    final class WorkspaceCache: @unchecked Sendable {
+        private let lock = NSLock()
+        private var kept: Workspace?
+
+        func take(tokens: Int, hidden: Int, intermediate: Int) -> Workspace {
+            lock.withLock {
+                defer { kept = nil }
+                if let kept, kept.tokens >= tokens { return kept }
+                return Workspace(tokens: max(tokens, kept?.tokens ?? 0), hidden: hidden, intermediate: intermediate)
+            }
+        }
+
+        func give(_ workspace: Workspace) {
+            lock.withLock { if (kept?.tokens ?? -1) < workspace.tokens { kept = workspace } }
         }
     }
 

@@ -35,14 +35,14 @@ public struct EmbeddingTable: Sendable {
         }
     }
 
-    /// Adds row `row` to `target[0..<columns]`.
-    public func add(row: Int, into target: UnsafeMutablePointer<Float>) {
+    /// Adds row `row` to `target[0..<columns]`; an encoded table decodes it into `scratch`
+    /// (`columns` floats) first.
+    public func add(row: Int, into target: UnsafeMutablePointer<Float>, scratch: UnsafeMutablePointer<Float>) {
         if let dense {
             dense.withUnsafeBufferPointer { values in for column in 0..<columns { target[column] += values[row * columns + column] } }
             return
         }
-        var scratch = [Float](repeating: 0, count: columns)
-        scratch.withUnsafeMutableBufferPointer { gather(row: row, into: $0.baseAddress!) }
+        gather(row: row, into: scratch)
         for column in 0..<columns { target[column] += scratch[column] }
     }
 }
