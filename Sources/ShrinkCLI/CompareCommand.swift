@@ -73,7 +73,9 @@ enum MergeCommand {
         guard !inputs.isEmpty else { throw UsageError(command: spec.name, message: "missing option --reports <report.json>...") }
         guard let output = arguments.value("--output") else { throw UsageError(command: spec.name, message: "missing option --output <folder>") }
         let taskName = arguments.value("--task") ?? "stsb"
-        guard taskName == "stsb" else { throw UsageError(command: spec.name, message: "unknown task '\(taskName)'; expected stsb") }
+        guard let metrics = EvaluationTasks.metrics(of: taskName) else {
+            throw UsageError(command: spec.name, message: "unknown task '\(taskName)'; expected one of \(EvaluationTasks.names.joined(separator: ", "))")
+        }
         var merged: [ConfigurationReport] = []
         for input in inputs {
             for configuration in try ComparisonReport.configurations(fromJSON: input) {
@@ -87,7 +89,7 @@ enum MergeCommand {
             }
         }
         merged.sort { ($0.name == "baseline" ? 0 : 1, $0.name) < ($1.name == "baseline" ? 0 : 1, $1.name) }
-        let report = ComparisonReport(task: taskName, accuracyMetric: "spearman", driftMetrics: ["mean_cosine", "min_cosine"], configurations: merged)
+        let report = ComparisonReport(task: taskName, accuracyMetric: metrics.accuracy, driftMetrics: metrics.drift, configurations: merged)
         try report.write(to: output)
         console.print(report.table())
         return 0

@@ -44,6 +44,15 @@ public struct TaskEvaluation: Sendable {
 public enum EvaluationTasks {
     public static let names = ["stsb"]
 
+    /// The accuracy and drift metrics task `name` reports (what merged reports are labelled with),
+    /// or nil for an unknown task.
+    public static func metrics(of name: String) -> (accuracy: String, drift: [String])? {
+        switch name {
+        case "stsb": (STSTask.accuracy, STSTask.drift)
+        default: nil
+        }
+    }
+
     /// The task `name` on `data` (its default dataset when nil), over its first `limit` items when given.
     public static func make(name: String, data: String?, base: String, limit: Int? = nil) throws -> any EvaluationTask {
         switch name {

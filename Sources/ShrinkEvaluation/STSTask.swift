@@ -6,9 +6,11 @@ import ShrinkModels
 /// sentences' embeddings and the gold score; drift is the cosine between a configuration's
 /// embedding of each sentence and the baseline's.
 public struct STSTask: EvaluationTask {
+    static let accuracy = "spearman"
+    static let drift = ["mean_cosine", "min_cosine"]
     public let name = "stsb"
-    public let accuracyMetric = "spearman"
-    public let driftMetrics = ["mean_cosine", "min_cosine"]
+    public let accuracyMetric = STSTask.accuracy
+    public let driftMetrics = STSTask.drift
     public let pairs: [STSPair]
     /// Folder with `config.json`, `vocab.txt` and the pooling config.
     public let base: String

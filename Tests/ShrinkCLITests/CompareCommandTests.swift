@@ -34,7 +34,7 @@ import ShrinkTestSupport
         #expect(try ComparisonReport.configurations(fromJSON: folder.file("merged/report.json")).map(\.name).sorted() == names.sorted())
     }
 
-    @Test func compareRejectsBadInput() {
+    @Test func compareRejectsBadInput() throws {
         let folder = TemporaryDirectory()
         let missing = run(["compare", "--recipes", folder.file("nope.json"), "--output", folder.file("out")])
         #expect(missing.code == 2 && missing.errors.contains("nope.json"))
@@ -43,6 +43,19 @@ import ShrinkTestSupport
         let shard = run(["compare", "--recipes", Self.recipe("minilm-int8-channel"), "--output", folder.file("out"), "--shard", "3/2"])
         #expect(shard.code == 2 && shard.errors.contains("--shard"))
         #expect(run(["compare", "--recipes", Self.recipe("minilm-int8-channel"), "--output", folder.file("out"), "--task", "glue"]).code == 2)
+        // Two recipes with one file name would give two configurations one name.
+        try FileManager.default.createDirectory(atPath: folder.file("other"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: Self.recipe("minilm-int8-channel"), toPath: folder.file("other/minilm-int8-channel.json"))
+        let twins = run(["compare", "--model", TestModels.miniLM, "--limit", "4", "--recipes", Self.recipe("minilm-int8-channel"),
+                         folder.file("other/minilm-int8-channel.json"), "--output", folder.file("out")])
+        #expect(twins.code == 2 && twins.errors.contains("two configurations are named 'minilm-int8-channel'"), "\(twins.errors)")
+        #expect(!FileManager.default.fileExists(atPath: folder.file("out/report.json")))
+        // Merge: a file that is not a report, and an unknown task.
+        try Data("{not json".utf8).write(to: URL(fileURLWithPath: folder.file("bad.json")))
+        let merge = run(["merge", "--reports", folder.file("bad.json"), "--output", folder.file("merged")])
+        #expect(merge.code == 2 && merge.errors.contains(folder.file("bad.json")) && merge.errors.contains("not a shrink compare report"), "\(merge.errors)")
+        #expect(run(["merge", "--reports", folder.file("bad.json"), "--output", folder.file("merged"), "--task", "glue"]).code == 2)
+        #expect(!FileManager.default.fileExists(atPath: folder.file("merged/report.json")))
     }
 
     @Test func gateExitCodes() throws {

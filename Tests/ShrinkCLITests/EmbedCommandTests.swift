@@ -26,6 +26,8 @@ import ShrinkTestSupport
         #expect(run(["embed", "--model", TestModels.miniLM, "--input", folder.file("missing.txt"), "--output", output]).code == 2)
         #expect(run(["embed", "--model", TestModels.miniLM, "--output", output]).errors.contains("missing option --input"))
         #expect(run(["embed", "--input", "x", "--output", output, "--batch-size", "0"]).code == 2)
+        let precision = run(["embed", "--model", TestModels.miniLM, "--input", "x", "--output", output, "--activations", "int4"])
+        #expect(precision.code == 2 && precision.errors.contains("--activations must be int8 or f32, not 'int4'"), "\(precision.errors)")
         #expect(run(["embed", "--model", TestModels.miniLM, "--base", folder.path, "--input", "x", "--output", output]).errors.contains("config.json"))
         // A vocabulary larger than the embedding table is an error, not a crash.
         try FileManager.default.copyItem(atPath: TestModels.miniLM + "/config.json", toPath: folder.file("config.json"))

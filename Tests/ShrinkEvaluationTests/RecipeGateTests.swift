@@ -33,6 +33,22 @@ import ShrinkTesting
         }
     }
 
+    @Test func malformedGateFilesNameTheFile() throws {
+        let folder = TemporaryDirectory()
+        for (name, text) in [("notjson.json", "{"), ("notask.json", #"{"max_drop": 1}"#), ("badlimit.json", #"{"task": "stsb", "limit": "all"}"#)] {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: folder.file(name)))
+            #expect(throws: DatasetError.self) { try RecipeGate.load(path: folder.file(name)) }
+            do {
+                _ = try RecipeGate.load(path: folder.file(name))
+            } catch {
+                #expect("\(error)".hasPrefix(folder.file(name) + ": not a gate file"), "\(error)")
+            }
+        }
+        #expect(RecipeGate.path(forRecipe: "recipes/minilm-int8-channel.json") == "recipes/gates/minilm-int8-channel.json")
+        let gate = try RecipeGate.load(path: RecipeGate.path(forRecipe: Self.recipes.appendingPathComponent("minilm-int8-channel.json").path))
+        #expect(gate.task == "stsb" && gate.limit == 300 && gate.thresholds.maxDrop == 0.3 && gate.thresholds.minimums == ["mean_cosine": 0.998])
+    }
+
     @Test func aFailingGateSaysHowFarAndWhere() throws {
         let model = try ModelLocation.resolve(TestModels.miniLM)
         let task = try EvaluationTasks.make(name: "stsb", data: nil, base: TestModels.miniLM, limit: 40)

@@ -89,6 +89,19 @@ import ShrinkTestSupport
         let worst = (0..<ids.count).map { Self.cosine(batch[$0], reference[$0]) }.min()!
         #expect(worst >= minimumCosine, "\(dtype): worst cosine \(worst)")
         #expect(Self.cosine(encoder.embed([ids[3]])[0], reference[3]) >= minimumCosine)
+
+        // A non-finite 16-bit weight is an error naming the tensor and element.
+        let poisoned = "encoder.layer.2.intermediate.dense.weight"
+        let bad = try tensors.map { item -> (name: String, tensor: DenseTensor) in
+            guard item.name == poisoned else { return item }
+            var values = item.tensor.floats()
+            values[5] = .infinity
+            return (item.name, try DenseTensor(converting: values, to: dtype, shape: item.tensor.shape))
+        }
+        try SafetensorsWriter.write(bad, to: folder.file("bad.safetensors"))
+        #expect(throws: ModelError.invalidWeight(tensor: poisoned, reason: "element 5 is inf")) {
+            _ = try Self.encoder(weights: folder.file("bad.safetensors"))
+        }
     }
 
     @Test func poolingComesFromTheModelFolder() throws {
