@@ -78,15 +78,24 @@ public enum ModelCompressor {
             }
         }
         let planned = tasks
+        let correlations = try calibrate(model: model, recipe: recipe,
+                                         weights: planned.filter { $0.config.isCalibrated }.map { plan.entries[$0.index].tensor.name },
+                                         threads: threads)
         let results = try Parallel.map(planned.count, threads: threads) { taskIndex throws -> (EncodedTensor, TensorCompressionReport) in
             let task = planned[taskIndex]
             let name = plan.entries[task.index].tensor.name
             let tensorStart = DispatchTime.now()
             let tensor = try file.tensor(named: name)
-            let encoded = try WeightCompressor.encode(name: name, tensor: tensor, config: task.config)
+            var config = task.config, rule = task.rule
+            let correlation = correlations[String(name.dropLast(".weight".count))]
+            if config.isCalibrated, correlation == nil {
+                config.quantize?.method = .roundToNearest
+                rule += " (no calibration input reaches this layer: rounded to nearest)"
+            }
+            let encoded = try WeightCompressor.encode(name: name, tensor: tensor, config: config, correlation: correlation)
             let snr = WeightError.snr(original: tensor.floats(), decoded: encoded.decode())
             let report = TensorCompressionReport(
-                name: name, encoding: encoded.encoding.summary, rule: task.rule, elements: encoded.elementCount,
+                name: name, encoding: encoded.encoding.summary, rule: rule, elements: encoded.elementCount,
                 bytesBefore: tensor.byteCount, bytesAfter: encoded.byteCount, bitsPerWeight: encoded.bitsPerWeight,
                 snrDecibels: snr.isFinite ? snr : nil, seconds: seconds(since: tensorStart))
             progress(report)
@@ -112,6 +121,24 @@ public enum ModelCompressor {
             compressedBytesBefore: reports.reduce(0) { $0 + $1.bytesBefore },
             compressedBytesAfter: reports.reduce(0) { $0 + $1.bytesAfter },
             tensors: reports, kept: kept, seconds: seconds(since: start))
+    }
+
+    /// The input correlations that calibrated configs need, for the linear weights `weights`
+    /// (`….weight`), from the recipe's calibration data run through the uncompressed model.
+    static func calibrate(model: ModelLocation, recipe: Recipe, weights: [String], threads: Int) throws -> [String: InputCorrelation] {
+        guard !weights.isEmpty else { return [:] }
+        guard let calibration = recipe.calibration else {
+            throw CompressionError.invalidRecipe(file: recipe.file, keyPath: "calibration", reason: "calibrated methods need calibration data")
+        }
+        guard let configPath = model.configPath else {
+            throw ShrinkIOError.cannotOpen(path: model.weightsPath, reason: "calibration runs the model, which needs its config.json next to the weights")
+        }
+        if let bad = weights.first(where: { !$0.hasSuffix(".weight") }) {
+            throw CompressionError.invalidWeight(tensor: bad, reason: "only linear layers' weights can be calibrated")
+        }
+        let layers = Set(weights.map { String($0.dropLast(".weight".count)) })
+        return try BertCalibration.inputCorrelations(weights: model.weightsPath, folder: (configPath as NSString).deletingLastPathComponent,
+                                                     dataPath: calibration.path, limit: calibration.limit, layers: layers, threads: threads)
     }
 
     /// Writes the dense model a compressed file represents: every encoded tensor decoded to its

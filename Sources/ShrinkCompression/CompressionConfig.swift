@@ -4,8 +4,24 @@ import ShrinkCore
 ///
 /// JSON: `{"bits": 2…8, "mode": "symmetric"|"affine", "signed": true, "granularity":
 /// "per_tensor"|"per_channel"|"per_block", "axis": 0, "block_size": 32, "scale_dtype": "f16"|"f32",
-/// "clip_search": false}`.
+/// "clip_search": false, "method": "rtn"|"gptq", "damping": 0.01, "act_order": false}`.
 public struct QuantizationConfig: Equatable, Sendable {
+    /// How codes are chosen.
+    public enum Method: Equatable, Sendable {
+        /// Round each weight to its nearest code.
+        case roundToNearest
+        /// GPTQ (Frantar et al., 2022): quantize the input columns in order and spread each
+        /// column's rounding error over the columns not yet quantized, weighted by the inverse of
+        /// the layer's input correlation measured on calibration data (`InputCorrelation`), with
+        /// `damping` × the mean diagonal added to the diagonal first. With `actOrder` the columns
+        /// go in order of decreasing input energy (the diagonal of the correlation), and scale
+        /// groups are fixed from the original weights first.
+        case gptq(damping: Double, actOrder: Bool)
+
+        /// Whether the method needs calibration data.
+        public var isCalibrated: Bool { self != .roundToNearest }
+    }
+
     public var bits = 8
     public var symmetric = true
     public var signed = true
@@ -13,6 +29,7 @@ public struct QuantizationConfig: Equatable, Sendable {
     public var scaleDType: DType = .f16
     /// Search per group for the clip ratio (1.0 down to 0.5) that minimises squared error.
     public var clipSearch = false
+    public var method: Method = .roundToNearest
 
     public init() {}
 }
@@ -79,6 +96,9 @@ public struct OpCompressionConfig: Equatable, Sendable {
 }
 
 extension OpCompressionConfig {
+    /// Whether compressing with this config needs calibration data.
+    public var isCalibrated: Bool { quantize?.method.isCalibrated == true }
+
     /// The first setting that does not fit a weight of `shape` (its key path inside the config and
     /// why), or `nil` when everything fits. Blocks, n:m groups and vectors run along the last axis.
     public func mismatch(shape: [Int]) -> (key: String, reason: String)? {
@@ -93,6 +113,12 @@ extension OpCompressionConfig {
         }
         if let quantize, case .perChannel(let axis) = quantize.granularity, axis >= shape.count {
             return ("quantize.axis", "axis \(axis) does not exist")
+        }
+        if let quantize, quantize.method.isCalibrated {
+            guard shape.count == 2 else { return ("quantize.method", "gptq needs a 2-D [out, in] weight") }
+            if case .perChannel(let axis) = quantize.granularity, axis != 0 {
+                return ("quantize.axis", "gptq quantizes per output channel (axis 0), not axis \(axis)")
+            }
         }
         if let palettize {
             if case .perGroupedChannel(let axis, let size) = palettize.granularity {
@@ -196,6 +222,9 @@ extension OpCompressionConfig {
         if config.prune == nil && config.quantize == nil && config.palettize == nil {
             throw .invalidRecipe(file: file, keyPath: keyPath, reason: "expected at least one of prune, quantize, palettize (or null to leave tensors alone)")
         }
+        if config.prune != nil, config.quantize?.method.isCalibrated == true {
+            throw .invalidRecipe(file: file, keyPath: keyPath + ".quantize.method", reason: "gptq cannot be combined with pruning")
+        }
         if config.prune != nil, let palettize = config.palettize, palettize.clusterDim > 1 {
             throw .invalidRecipe(file: file, keyPath: keyPath + ".palettize.cluster_dim", reason: "vector palettes cannot be combined with pruning")
         }
@@ -217,6 +246,10 @@ extension QuantizationConfig {
         }
         config.scaleDType = try reader.choice("scale_dtype", default: "f16", allowed: ["f16", "f32"]) == "f16" ? .f16 : .f32
         config.clipSearch = try reader.boolean("clip_search", default: false)
+        if try reader.choice("method", default: "rtn", allowed: ["rtn", "gptq"]) == "gptq" {
+            config.method = .gptq(damping: try reader.number("damping", range: 0...1) ?? 0.01,
+                                  actOrder: try reader.boolean("act_order", default: false))
+        }
         try reader.finish()
         return config
     }

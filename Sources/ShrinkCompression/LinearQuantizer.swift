@@ -20,8 +20,7 @@ enum LinearQuantizer {
     /// Encodes `values` (the encoded elements; element `k` sits at flat index `positions[k]`, or `k`).
     static func encode(_ values: [Float], positions: [Int]?, shape: [Int], config: QuantizationConfig,
                        importance: [Float]?, tensor: String) throws(CompressionError) -> (layout: AffineEncoding, parts: [String: DenseTensor]) {
-        let layout = AffineEncoding(bits: config.bits, signed: config.signed, symmetric: config.symmetric,
-                                    granularity: config.granularity, scaleDType: config.scaleDType)
+        let layout = layout(config)
         let groupCount = EncodingLayout.groupCount(config.granularity, shape: shape)
         var contiguous: ElementGroups?
         if positions == nil {
@@ -35,55 +34,85 @@ enum LinearQuantizer {
         let groups = contiguous ?? ElementGroups(count: values.count, groupCount: groupCount) { k in
             EncodingLayout.group(of: positions?[k] ?? k, config.granularity, shape: shape)
         }
-        let qMin = config.signed ? -(1 << (config.bits - 1)) : 0
-        let qMax = config.signed ? (1 << (config.bits - 1)) - 1 : (1 << config.bits) - 1
+        let (qMin, qMax) = codeRange(config)
         var parameters = [GroupParameters](repeating: GroupParameters(scale: 0, zeroPoint: 0), count: groupCount)
         var codes = [UInt8](repeating: 0, count: values.count)
-        let ratios = config.clipSearch ? clipRatios : [1]
+        var groupValues: [Float] = [], groupImportance: [Float] = []
         for group in 0..<groupCount {
             let begin = groups.offsets[group], end = groups.offsets[group + 1]
             guard begin < end else { continue }
-            var low = Float.infinity, high = -Float.infinity
+            groupValues.removeAll(keepingCapacity: true)
+            groupImportance.removeAll(keepingCapacity: true)
             for slot in begin..<end {
-                let value = values[groups.member(slot)]
-                low = min(low, value)
-                high = max(high, value)
+                let k = groups.member(slot)
+                groupValues.append(values[k])
+                if let importance { groupImportance.append(importance[k]) }
             }
-            var best = parametersFor(low: low, high: high, ratio: 1, layout: layout, qMin: qMin, qMax: qMax)
-            if ratios.count > 1 {
-                var bestError = Double.infinity
-                for ratio in ratios {
-                    let candidate = parametersFor(low: low, high: high, ratio: ratio, layout: layout, qMin: qMin, qMax: qMax)
-                    let zeroPoint = effectiveZeroPoint(candidate, layout)
-                    var error = 0.0
-                    for slot in begin..<end {
-                        let k = groups.member(slot)
-                        let q = quantize(values[k], candidate, layout: layout, qMin: qMin, qMax: qMax)
-                        let delta = Double(values[k] - candidate.scale * Float(q - zeroPoint))
-                        error += delta * delta * Double(importance?[k] ?? 1)
-                    }
-                    if error < bestError { bestError = error; best = candidate }
-                }
-            }
-            guard best.scale.isFinite else {
-                throw .invalidWeight(tensor: tensor, reason: "a quantization scale overflows \(config.scaleDType.rawValue); use \"scale_dtype\": \"f32\"")
-            }
+            let best = try chooseParameters(groupValues, importance: importance == nil ? nil : groupImportance, config: config,
+                                            layout: layout, tensor: tensor)
             parameters[group] = best
             for slot in begin..<end {
                 let k = groups.member(slot)
                 codes[k] = UInt8(quantize(values[k], best, layout: layout, qMin: qMin, qMax: qMax) + layout.codeOffset)
             }
         }
+        return (layout, parts(codes: codes, parameters: parameters, config: config))
+    }
+
+    /// The stored layout of `config`.
+    static func layout(_ config: QuantizationConfig) -> AffineEncoding {
+        AffineEncoding(bits: config.bits, signed: config.signed, symmetric: config.symmetric,
+                       granularity: config.granularity, scaleDType: config.scaleDType)
+    }
+
+    /// The smallest and largest integer code of `config`.
+    static func codeRange(_ config: QuantizationConfig) -> (qMin: Int, qMax: Int) {
+        config.signed ? (-(1 << (config.bits - 1)), (1 << (config.bits - 1)) - 1) : (0, (1 << config.bits) - 1)
+    }
+
+    /// The scale and zero point for one group of values: the full range, or with `clipSearch` the
+    /// clip ratio with the least (importance-weighted) squared error.
+    static func chooseParameters(_ values: [Float], importance: [Float]?, config: QuantizationConfig, layout: AffineEncoding,
+                                 tensor: String) throws(CompressionError) -> GroupParameters {
+        let (qMin, qMax) = codeRange(config)
+        var low = Float.infinity, high = -Float.infinity
+        for value in values {
+            low = min(low, value)
+            high = max(high, value)
+        }
+        var best = parametersFor(low: low, high: high, ratio: 1, layout: layout, qMin: qMin, qMax: qMax)
+        if config.clipSearch {
+            var bestError = Double.infinity
+            for ratio in clipRatios {
+                let candidate = parametersFor(low: low, high: high, ratio: ratio, layout: layout, qMin: qMin, qMax: qMax)
+                let zeroPoint = effectiveZeroPoint(candidate, layout)
+                var error = 0.0
+                for (k, value) in values.enumerated() {
+                    let q = quantize(value, candidate, layout: layout, qMin: qMin, qMax: qMax)
+                    let delta = Double(value - candidate.scale * Float(q - zeroPoint))
+                    error += delta * delta * Double(importance?[k] ?? 1)
+                }
+                if error < bestError { bestError = error; best = candidate }
+            }
+        }
+        guard best.scale.isFinite else {
+            throw .invalidWeight(tensor: tensor, reason: "a quantization scale overflows \(config.scaleDType.rawValue); use \"scale_dtype\": \"f32\"")
+        }
+        return best
+    }
+
+    /// The stored parts (`codes` packed to `bits`, `scales`, and `zero_points` unless symmetric).
+    static func parts(codes: [UInt8], parameters: [GroupParameters], config: QuantizationConfig) -> [String: DenseTensor] {
         var parts: [String: DenseTensor] = [
-            "codes": try! DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: values.count, bits: config.bits)],
+            "codes": try! DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: codes.count, bits: config.bits)],
                                       bytes: PackedBits.pack(codes, bits: config.bits)),
-            "scales": try! DenseTensor(converting: parameters.map(\.scale), to: config.scaleDType, shape: [groupCount]),
+            "scales": try! DenseTensor(converting: parameters.map(\.scale), to: config.scaleDType, shape: [parameters.count]),
         ]
         if !config.symmetric {
             let bytes = parameters.map { UInt8(truncatingIfNeeded: $0.zeroPoint) }
-            parts["zero_points"] = try! DenseTensor(dtype: config.signed ? .i8 : .u8, shape: [groupCount], bytes: bytes)
+            parts["zero_points"] = try! DenseTensor(dtype: config.signed ? .i8 : .u8, shape: [parameters.count], bytes: bytes)
         }
-        return (layout, parts)
+        return parts
     }
 
     static func effectiveZeroPoint(_ parameters: GroupParameters, _ layout: AffineEncoding) -> Int {

@@ -22,6 +22,8 @@ public struct Recipe: Sendable {
     public let opType: [(opType: OpType, config: OpCompressionConfig?)]
     public let opName: [(pattern: String, config: OpCompressionConfig?)]
     public let weightThreshold: Int
+    /// The calibration data for calibrated methods (`"method": "gptq"`), if the recipe names any.
+    public let calibration: CalibrationData?
     /// The recipe as compact JSON, recorded in compressed files.
     public let canonicalJSON: String
 
@@ -71,9 +73,46 @@ public struct Recipe: Sendable {
             }
         }
         let threshold = try reader.integer("weight_threshold", default: 0, range: 0...Int.max)
+        var calibration: CalibrationData?
+        if let value = reader.value("calibration") {
+            calibration = try CalibrationData.decode(value, file: file, keyPath: "calibration")
+        }
         try reader.finish()
+        let configs = [global] + opTypes.map(\.config) + opNames.map(\.config)
+        if calibration == nil, configs.contains(where: { $0?.isCalibrated == true }) {
+            throw .invalidRecipe(file: file, keyPath: "calibration",
+                                 reason: "\"method\": \"gptq\" needs calibration data: add \"calibration\": {\"data\": \"<text file>\"}")
+        }
         return Recipe(file: file, global: global, opType: opTypes, opName: opNames, weightThreshold: threshold,
-                      canonicalJSON: root.serialized())
+                      calibration: calibration, canonicalJSON: root.serialized())
+    }
+}
+
+/// Calibration inputs for calibrated passes (recipe key `calibration`): a UTF-8 text file with one
+/// input (a sentence) per line, and how many of its lines to use.
+///
+/// JSON: `{"data": "<file>", "limit": 512}`; a relative `data` path is relative to the recipe's folder.
+public struct CalibrationData: Sendable, Equatable {
+    /// The text file, resolved against the recipe's folder.
+    public let path: String
+    /// The most lines to use (the first ones).
+    public let limit: Int
+
+    public init(path: String, limit: Int) {
+        self.path = path
+        self.limit = limit
+    }
+
+    static func decode(_ value: JSONValue, file: String, keyPath: String) throws(CompressionError) -> CalibrationData {
+        var reader = try ConfigReader(value, file: file, keyPath: keyPath)
+        guard let data = reader.value("data")?.stringValue, !data.isEmpty else {
+            throw reader.fail("data", "expected the path of a text file with one calibration input per line")
+        }
+        let limit = try reader.integer("limit", default: 512, range: 1...1 << 24)
+        try reader.finish()
+        let folder = (file as NSString).deletingLastPathComponent
+        let path = data.hasPrefix("/") || folder.isEmpty ? data : folder + "/" + data
+        return CalibrationData(path: path, limit: limit)
     }
 }
 

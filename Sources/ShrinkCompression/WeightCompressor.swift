@@ -9,11 +9,14 @@ public enum WeightCompressor {
     /// - Parameters:
     ///   - importance: optional non-negative weight per element for the squared error the passes
     ///     minimise (calibrated passes supply it); `nil` weighs all elements alike.
-    ///   - threads: threads used inside the pass (grouped LUTs are built in parallel).
+    ///   - correlation: the input correlation of the layer on calibration data, which calibrated
+    ///     methods (`"method": "gptq"`) need.
+    ///   - threads: threads used inside the pass (grouped LUTs and GPTQ rows run in parallel).
     /// - Throws: `CompressionError.nonFiniteWeight` for NaN or infinity, `.invalidWeight` for an
     ///   empty tensor, a config that does not fit its shape, or values a mode cannot represent.
     public static func encode(name: String, tensor: DenseTensor, config: OpCompressionConfig,
-                              importance: [Float]? = nil, threads: Int = 1) throws(CompressionError) -> EncodedTensor {
+                              importance: [Float]? = nil, correlation: InputCorrelation? = nil,
+                              threads: Int = 1) throws(CompressionError) -> EncodedTensor {
         guard tensor.dtype.isFloatingPoint else {
             throw .invalidWeight(tensor: name, reason: "dtype \(tensor.dtype.rawValue) is not a float type")
         }
@@ -48,6 +51,14 @@ public enum WeightCompressor {
         if kept.isEmpty {
             base = .dense(.f32)
             parts["values"] = try! DenseTensor(converting: [], shape: [0])
+        } else if let quantize = config.quantize, case .gptq(let damping, let actOrder) = quantize.method {
+            guard let correlation else {
+                throw .invalidWeight(tensor: name, reason: "\"method\": \"gptq\" needs calibration data (recipe key \"calibration\")")
+            }
+            let encoded = try GPTQ.encode(kept, shape: shape, correlation: correlation, config: quantize, damping: damping, actOrder: actOrder,
+                                          threads: threads, tensor: name)
+            base = .affine(encoded.layout)
+            parts.merge(encoded.parts) { $1 }
         } else if let quantize = config.quantize {
             let encoded = try LinearQuantizer.encode(kept, positions: positions, shape: shape, config: quantize,
                                                     importance: keptImportance, tensor: name)

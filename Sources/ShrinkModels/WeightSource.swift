@@ -61,10 +61,15 @@ public final class WeightSource: @unchecked Sendable {
     /// The precision encoded linear layers compute in.
     public let activations: ActivationPrecision
 
+    /// Sees the inputs of every linear layer built from this source (calibration).
+    let observer: (any LinearInputObserver)?
+
     /// Opens `path` (memory-mapped); encoded layers will use `threads` threads and compute in
-    /// `activations` precision.
-    public init(path: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount, activations: ActivationPrecision = .int8) throws {
+    /// `activations` precision; `observer`, if any, sees every linear layer's inputs.
+    public init(path: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount, activations: ActivationPrecision = .int8,
+                observer: (any LinearInputObserver)? = nil) throws {
         self.path = path
+        self.observer = observer
         self.threads = threads
         self.activations = activations
         model = try CompressedModel(file: try SafetensorsFile(path: path))
@@ -94,6 +99,11 @@ public final class WeightSource: @unchecked Sendable {
 
     /// The linear op `name` (`name.weight` `[out, in]`, optional `name.bias` `[out]`).
     func linear(_ name: String, out: Int, in inputs: Int) throws(ModelError) -> any LinearOperator {
+        let base = try plainLinear(name, out: out, in: inputs)
+        return observer.map { ObservedLinear(base: base, name: name, observer: $0) } ?? base
+    }
+
+    func plainLinear(_ name: String, out: Int, in inputs: Int) throws(ModelError) -> any LinearOperator {
         let bias = dense[name + ".bias"] == nil ? nil : try floats(name + ".bias", shape: [out])
         if let weight = encoded[name + ".weight"] {
             try checkShape(weight, [out, inputs])

@@ -56,7 +56,7 @@ import ShrinkCore
     }
 
     @Test(arguments: [
-        (#"{"globl": {}}"#, "r.json: globl: unknown key (expected global, op_name, op_type, weight_threshold)"),
+        (#"{"globl": {}}"#, "r.json: globl: unknown key (expected calibration, global, op_name, op_type, weight_threshold)"),
         (#"{"global": {"palettize": {"bits": 5}}}"#, "r.json: global.palettize.bits: 5 is not one of 1, 2, 3, 4, 6, 8"),
         (#"{"global": {"quantize": {"bits": 9}}}"#, "r.json: global.quantize.bits: 9 is outside 2…8"),
         (#"{"global": {"quantize": {"bits": 4, "granulrity": "per_block"}}}"#, "r.json: global.quantize.granulrity: unknown key"),
@@ -75,6 +75,13 @@ import ShrinkCore
         (#"{"global": "int8"}"#, "r.json: global: expected an object, found string"),
         (#"{"global": {"quantize": {"bits": 8}},}"#, "r.json: cannot read recipe: invalid JSON"),
         ("[]", "r.json: expected an object, found array"),
+        (#"{"global": {"quantize": {"bits": 4, "method": "gptq"}}}"#, "r.json: calibration: \"method\": \"gptq\" needs calibration data"),
+        (#"{"global": {"quantize": {"method": "gptq", "damping": 2}}, "calibration": {"data": "c.txt"}}"#, "r.json: global.quantize.damping: 2.0 is outside"),
+        (#"{"global": {"quantize": {"damping": 0.1}}}"#, "r.json: global.quantize.damping: unknown key"),
+        (#"{"global": {"prune": {"mode": "n_m"}, "quantize": {"method": "gptq"}}, "calibration": {"data": "c.txt"}}"#,
+         "r.json: global.quantize.method: gptq cannot be combined with pruning"),
+        (#"{"calibration": {"limit": 8}}"#, "r.json: calibration.data: expected the path of a text file"),
+        (#"{"calibration": {"data": "c.txt", "limit": 0}}"#, "r.json: calibration.limit: 0 is outside"),
     ])
     func invalidRecipesNameTheKeyPath(json: String, expected: String) {
         do {

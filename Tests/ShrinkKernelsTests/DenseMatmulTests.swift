@@ -30,6 +30,20 @@ import ShrinkTestSupport
 
     /// The dense operator's panel kernel against the reference: every variant, 1 and 2 threads, every
     /// row tile (6, 4, 2, 1 and their mixes) and channel counts with tails.
+    @Test(arguments: [(1, 1), (7, 13), (200, 97), (3, 385)])
+    func gramMatchesTheReference(rows: Int, width: Int) {
+        var generator = SeededGenerator(seed: UInt64(rows * 1009 + width))
+        let x = generator.floats(rows * width)
+        // Xᵀ·X is X·Wᵀ with X = Xᵀ as the input and W = Xᵀ as the weight.
+        let transposed = (0..<(rows * width)).map { x[($0 % rows) * width + $0 / rows] }
+        var fast = [Float](repeating: .nan, count: width * width)
+        var reference = fast
+        DenseMatmul.gram(x: x, rows: rows, width: width, output: &fast)
+        DenseMatmul.reference(x: transposed, rows: width, weights: transposed, outFeatures: width, inFeatures: rows, bias: nil, output: &reference)
+        let tolerance = Float(rows) * 0x1p-22 + 1e-6
+        #expect(zip(fast, reference).allSatisfy { abs($0 - $1) <= tolerance })
+    }
+
     @Test(arguments: KernelVariant.available, [1, 2])
     func denseLinearMatchesTheReference(variant: KernelVariant, threads: Int) {
         var generator = SeededGenerator(seed: 77)

@@ -6,8 +6,9 @@ import ShrinkCore
 /// benchmarks.
 public enum EncodingCatalog {
     public static func quantize(_ bits: Int, symmetric: Bool, signed: Bool = true, _ granularity: QuantizationGranularity,
-                         scale: DType = .f16, clip: Bool = false) -> OpCompressionConfig {
+                         scale: DType = .f16, clip: Bool = false, method: QuantizationConfig.Method = .roundToNearest) -> OpCompressionConfig {
         var config = QuantizationConfig()
+        config.method = method
         config.bits = bits
         config.symmetric = symmetric
         config.signed = signed

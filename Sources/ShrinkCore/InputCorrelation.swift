@@ -1,0 +1,50 @@
+/// The second moment of a linear layer's inputs over calibration data, `H = Σ xᵀx` summed over
+/// the input rows `x` the layer saw (`size × size`, row-major, in doubles). Calibrated passes
+/// minimise the layer's output error `‖X·Wᵀ − X·Ŵᵀ‖²`, which for each output channel equals
+/// `(w − ŵ) · H · (w − ŵ)ᵀ`.
+public struct InputCorrelation: Sendable, Equatable {
+    /// The layer's input width.
+    public let size: Int
+    /// `Σ xᵀx`, `size × size`, row-major.
+    public private(set) var matrix: [Double]
+    /// How many input rows were added.
+    public private(set) var rows: Int
+
+    /// An empty correlation for inputs of width `size`.
+    public init(size: Int) {
+        precondition(size > 0)
+        self.size = size
+        matrix = [Double](repeating: 0, count: size * size)
+        rows = 0
+    }
+
+    /// Adds the product `Xᵀ·X` of `rows` input rows, computed by the caller (`size × size`).
+    public mutating func add(product: UnsafeBufferPointer<Float>, rows added: Int) {
+        precondition(product.count == size * size)
+        for index in 0..<matrix.count { matrix[index] += Double(product[index]) }
+        rows += added
+    }
+
+    /// Adds `rows` input rows (`rows × size`, row-major) one by one; a plain reference for
+    /// `add(product:rows:)`.
+    public mutating func add(rows inputs: [Float], count: Int) {
+        precondition(inputs.count == count * size)
+        for row in 0..<count {
+            let base = row * size
+            for i in 0..<size {
+                let xi = Double(inputs[base + i])
+                guard xi != 0 else { continue }
+                for j in 0..<size { matrix[i * size + j] += xi * Double(inputs[base + j]) }
+            }
+        }
+        rows += count
+    }
+
+    /// The correlation of the inputs reordered so that new input `i` is old input `order[i]`.
+    public func permuted(_ order: [Int]) -> InputCorrelation {
+        precondition(order.count == size)
+        var result = self
+        for i in 0..<size { for j in 0..<size { result.matrix[i * size + j] = matrix[order[i] * size + order[j]] } }
+        return result
+    }
+}

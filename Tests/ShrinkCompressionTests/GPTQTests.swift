@@ -1,0 +1,154 @@
+import Foundation
+import Testing
+@testable import ShrinkCompression
+import ShrinkCore
+import ShrinkTestSupport
+
+@Suite struct GPTQTests {
+    /// `rows × width` inputs whose columns are strongly correlated (each a mix of a few shared
+    /// sources plus noise), like a transformer's hidden states.
+    static func correlatedInputs(rows: Int, width: Int, seed: UInt64) -> [Float] {
+        var generator = SeededGenerator(seed: seed)
+        let sources = 4
+        let mixing = generator.floats(sources * width, in: -1...1)
+        var inputs = [Float](repeating: 0, count: rows * width)
+        for row in 0..<rows {
+            let latent = generator.floats(sources, in: -1...1)
+            let noise = generator.floats(width, in: -0.1...0.1)
+            for column in 0..<width {
+                var value = noise[column]
+                for source in 0..<sources { value += latent[source] * mixing[source * width + column] }
+                inputs[row * width + column] = value
+            }
+        }
+        return inputs
+    }
+
+    /// `Σ_rows ‖x · (W − Ŵ)ᵀ‖²`, the output error GPTQ minimises.
+    static func outputError(inputs: [Float], rows: Int, original: [Float], decoded: [Float], out: Int, width: Int) -> Double {
+        var total = 0.0
+        for row in 0..<rows {
+            for channel in 0..<out {
+                var sum = 0.0
+                for column in 0..<width {
+                    sum += Double(inputs[row * width + column]) * Double(original[channel * width + column] - decoded[channel * width + column])
+                }
+                total += sum * sum
+            }
+        }
+        return total
+    }
+
+    static func config(_ granularity: QuantizationGranularity, bits: Int = 4, method: QuantizationConfig.Method) -> OpCompressionConfig {
+        EncodingCatalog.quantize(bits, symmetric: false, signed: false, granularity, method: method)
+    }
+
+    @Test(arguments: [1, 7, 33])
+    func inverseFactorSquaresToTheDampedInverse(size: Int) throws {
+        let rows = 3 * size + 5
+        var correlation = InputCorrelation(size: size)
+        correlation.add(rows: Self.correlatedInputs(rows: rows, width: size, seed: UInt64(size)), count: rows)
+        let damping = 0.01
+        let upper = try GPTQ.inverseFactor(correlation, damping: damping, tensor: "w")
+        // (UᵀU) · (H + λI) must be the identity.
+        let meanDiagonal = (0..<size).reduce(0.0) { $0 + correlation.matrix[$1 * size + $1] } / Double(size)
+        var worst = 0.0
+        for i in 0..<size {
+            for j in 0..<size {
+                var sum = 0.0
+                for k in 0..<size {
+                    var inverse = 0.0
+                    for m in 0...min(i, k) { inverse += Double(upper[m * size + i]) * Double(upper[m * size + k]) }
+                    let h = correlation.matrix[k * size + j] + (k == j ? damping * meanDiagonal : 0)
+                    sum += inverse * h
+                }
+                worst = max(worst, abs(sum - (i == j ? 1 : 0)))
+            }
+        }
+        #expect(worst < 1e-3, "largest deviation from the identity \(worst)")
+        for i in 0..<size { for j in 0..<i { #expect(upper[i * size + j] == 0) } }
+    }
+
+    @Test(arguments: [QuantizationGranularity.perBlock(blockSize: 16), .perBlock(blockSize: 13), .perChannel(axis: 0), .perTensor],
+          [false, true])
+    func gptqHasLessOutputErrorThanRounding(granularity: QuantizationGranularity, actOrder: Bool) throws {
+        let (out, width, rows) = (12, 45, 200)
+        let inputs = Self.correlatedInputs(rows: rows, width: width, seed: 3)
+        var correlation = InputCorrelation(size: width)
+        correlation.add(rows: inputs, count: rows)
+        var generator = SeededGenerator(seed: 9)
+        let weights = generator.floats(out * width, in: -0.5...0.5)
+        let tensor = try DenseTensor(converting: weights, shape: [out, width])
+        let rounded = try WeightCompressor.encode(name: "w", tensor: tensor, config: Self.config(granularity, method: .roundToNearest))
+        let gptq = try WeightCompressor.encode(name: "w", tensor: tensor, config: Self.config(granularity, method: .gptq(damping: 0.01, actOrder: actOrder)),
+                                               correlation: correlation, threads: 2)
+        #expect(gptq.encoding == rounded.encoding)
+        #expect(gptq.byteCount == rounded.byteCount)
+        let roundedError = Self.outputError(inputs: inputs, rows: rows, original: weights, decoded: rounded.decode(), out: out, width: width)
+        let gptqError = Self.outputError(inputs: inputs, rows: rows, original: weights, decoded: gptq.decode(), out: out, width: width)
+        #expect(gptqError < 0.5 * roundedError, "GPTQ output error \(gptqError), round to nearest \(roundedError)")
+    }
+
+    @Test func uncorrelatedInputsGiveRoundToNearest() throws {
+        // H = c·I: no column's error can be compensated by another, so GPTQ rounds every weight.
+        let width = 40
+        var correlation = InputCorrelation(size: width)
+        let identity = (0..<(width * width)).map { Float($0 % (width + 1) == 0 ? 3 : 0) }
+        identity.withUnsafeBufferPointer { correlation.add(product: $0, rows: 3) }
+        var generator = SeededGenerator(seed: 4)
+        let tensor = try DenseTensor(converting: generator.floats(5 * width, in: -1...1), shape: [5, width])
+        for granularity in [QuantizationGranularity.perBlock(blockSize: 8), .perChannel(axis: 0)] {
+            let rounded = try WeightCompressor.encode(name: "w", tensor: tensor, config: Self.config(granularity, bits: 3, method: .roundToNearest))
+            for actOrder in [false, true] {
+                let config = Self.config(granularity, bits: 3, method: .gptq(damping: 0.05, actOrder: actOrder))
+                let gptq = try WeightCompressor.encode(name: "w", tensor: tensor, config: config, correlation: correlation)
+                #expect(gptq.decode() == rounded.decode())
+                #expect(Array(gptq.parts["codes"]!.bytes) == Array(rounded.parts["codes"]!.bytes))
+            }
+        }
+    }
+
+    @Test func deadInputsAndBadArgumentsAreHandled() throws {
+        let width = 8
+        var inputs = Self.correlatedInputs(rows: 30, width: width, seed: 5)
+        for row in 0..<30 { inputs[row * width + 2] = 0 }  // input 2 is never active
+        var correlation = InputCorrelation(size: width)
+        correlation.add(rows: inputs, count: 30)
+        var generator = SeededGenerator(seed: 6)
+        let tensor = try DenseTensor(converting: generator.floats(4 * width), shape: [4, width])
+        let config = Self.config(.perBlock(blockSize: 4), method: .gptq(damping: 0.01, actOrder: false))
+        let encoded = try WeightCompressor.encode(name: "w", tensor: tensor, config: config, correlation: correlation)
+        #expect(encoded.decode().allSatisfy { $0.isFinite })
+        #expect(throws: CompressionError.invalidWeight(tensor: "w", reason: "\"method\": \"gptq\" needs calibration data (recipe key \"calibration\")")) {
+            try WeightCompressor.encode(name: "w", tensor: tensor, config: config)
+        }
+        let narrow = try DenseTensor(converting: [Float](repeating: 0.5, count: 32), shape: [8, 4])
+        #expect(throws: CompressionError.invalidWeight(tensor: "w", reason: "the calibration correlation is 8 wide, the weight has 4 inputs")) {
+            try WeightCompressor.encode(name: "w", tensor: narrow, config: config, correlation: correlation)
+        }
+        var infinite = InputCorrelation(size: width)
+        infinite.add(rows: [Float](repeating: .infinity, count: width), count: 1)
+        #expect(throws: CompressionError.invalidWeight(tensor: "w", reason: "the calibration inputs are not finite")) {
+            try WeightCompressor.encode(name: "w", tensor: tensor, config: config, correlation: infinite)
+        }
+    }
+
+    @Test func gramProductsAgreeWithTheRowReference() {
+        let (rows, width) = (9, 5)
+        let inputs = Self.correlatedInputs(rows: rows, width: width, seed: 8)
+        var byRows = InputCorrelation(size: width)
+        byRows.add(rows: inputs, count: rows)
+        var product = [Float](repeating: 0, count: width * width)
+        for i in 0..<width {
+            for j in 0..<width {
+                var sum: Float = 0
+                for row in 0..<rows { sum += inputs[row * width + i] * inputs[row * width + j] }
+                product[i * width + j] = sum
+            }
+        }
+        var byProduct = InputCorrelation(size: width)
+        product.withUnsafeBufferPointer { byProduct.add(product: $0, rows: rows) }
+        #expect(byProduct.rows == rows && byRows.rows == rows)
+        #expect(zip(byRows.matrix, byProduct.matrix).allSatisfy { abs($0 - $1) <= 1e-4 * max(1, abs($0)) })
+    }
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Builds data/calibration/minilm-calibration.txt, the calibration text of the shipped calibrated
+recipes, from the calibration splits in ../shared/data (never the test splits):
+
+- 2,048 distinct sentences of the STS Benchmark train split, evenly spaced over the file so that
+  every genre is represented (short inputs, like the sentences MiniLM embeds);
+- 128 WikiText-2 validation paragraphs of more than 200 characters, evenly spaced, with the
+  tokenized release's "@.@"-style joiners undone (long inputs, up to the 256-token truncation).
+
+One paragraph follows every 16 sentences, so any prefix (a recipe's "limit") keeps the mix.
+Usage: scripts/make_calibration.py [shared data folder]
+"""
+import os
+import sys
+
+data = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+seen, sentences = set(), []
+with open(os.path.join(data, "stsb", "sts-train.csv"), encoding="utf-8") as f:
+    for line in f:
+        for sentence in line.rstrip("\n").split("\t")[5:7]:
+            sentence = sentence.strip()
+            if sentence and sentence not in seen:
+                seen.add(sentence)
+                sentences.append(sentence)
+sentences = [sentences[i * len(sentences) // 2048] for i in range(2048)]
+
+with open(os.path.join(data, "wikitext-2", "valid.txt"), encoding="utf-8") as f:
+    paragraphs = [p.strip() for p in f if len(p.strip()) > 200 and not p.strip().startswith("=")]
+paragraphs = [paragraphs[i * len(paragraphs) // 128] for i in range(128)]
+paragraphs = [p.replace(" @.@ ", ".").replace(" @,@ ", ",").replace(" @-@ ", "-") for p in paragraphs]
+
+lines = []
+for index, sentence in enumerate(sentences):
+    lines.append(sentence)
+    if index % 16 == 15:
+        lines.append(paragraphs[index // 16])
+out = os.path.join(os.path.dirname(__file__), "..", "data", "calibration", "minilm-calibration.txt")
+with open(out, "w", encoding="utf-8") as f:
+    f.write("\n".join(lines) + "\n")
+print(f"wrote {len(lines)} lines to {os.path.normpath(out)}")
