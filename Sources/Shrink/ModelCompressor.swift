@@ -90,6 +90,7 @@ public enum ModelCompressor {
             let correlation = correlations[String(name.dropLast(".weight".count))]
             if config.isCalibrated, correlation == nil {
                 config.quantize?.method = .roundToNearest
+                config.palettize?.method = .roundToNearest
                 rule += " (no calibration input reaches this layer: rounded to nearest)"
             }
             let encoded = try WeightCompressor.encode(name: name, tensor: tensor, config: config, correlation: correlation)

@@ -1,27 +1,28 @@
 import ShrinkCore
 
+/// How a pass picks each weight's code once its grid (scales or LUT) is set (recipe keys
+/// `method`, `damping`, `act_order` of `quantize` and `palettize`).
+public enum RoundingMethod: Equatable, Sendable {
+    /// Round each weight to its nearest code.
+    case roundToNearest
+    /// GPTQ (Frantar et al., 2022): quantize the input columns in order and spread each
+    /// column's rounding error over the columns not yet quantized, weighted by the inverse of
+    /// the layer's input correlation measured on calibration data (`InputCorrelation`), with
+    /// `damping` × the mean diagonal added to the diagonal first. With `actOrder` the columns
+    /// go in order of decreasing input energy (the diagonal of the correlation), and scale
+    /// groups are fixed from the original weights first.
+    case gptq(damping: Double, actOrder: Bool)
+
+    /// Whether the method needs calibration data.
+    public var isCalibrated: Bool { self != .roundToNearest }
+}
+
 /// Linear quantization settings (recipe key `quantize`).
 ///
 /// JSON: `{"bits": 2…8, "mode": "symmetric"|"affine", "signed": true, "granularity":
 /// "per_tensor"|"per_channel"|"per_block", "axis": 0, "block_size": 32, "scale_dtype": "f16"|"f32",
 /// "clip_search": false, "method": "rtn"|"gptq", "damping": 0.01, "act_order": false}`.
 public struct QuantizationConfig: Equatable, Sendable {
-    /// How codes are chosen.
-    public enum Method: Equatable, Sendable {
-        /// Round each weight to its nearest code.
-        case roundToNearest
-        /// GPTQ (Frantar et al., 2022): quantize the input columns in order and spread each
-        /// column's rounding error over the columns not yet quantized, weighted by the inverse of
-        /// the layer's input correlation measured on calibration data (`InputCorrelation`), with
-        /// `damping` × the mean diagonal added to the diagonal first. With `actOrder` the columns
-        /// go in order of decreasing input energy (the diagonal of the correlation), and scale
-        /// groups are fixed from the original weights first.
-        case gptq(damping: Double, actOrder: Bool)
-
-        /// Whether the method needs calibration data.
-        public var isCalibrated: Bool { self != .roundToNearest }
-    }
-
     public var bits = 8
     public var symmetric = true
     public var signed = true
@@ -29,7 +30,7 @@ public struct QuantizationConfig: Equatable, Sendable {
     public var scaleDType: DType = .f16
     /// Search per group for the clip ratio (1.0 down to 0.5) that minimises squared error.
     public var clipSearch = false
-    public var method: Method = .roundToNearest
+    public var method: RoundingMethod = .roundToNearest
 
     public init() {}
 }
@@ -38,7 +39,8 @@ public struct QuantizationConfig: Equatable, Sendable {
 ///
 /// JSON: `{"bits": 1|2|3|4|6|8, "mode": "kmeans"|"uniform"|"unique"|"custom", "lut": [...],
 /// "granularity": "per_tensor"|"per_grouped_channel", "group_size": 16, "channel_axis": 0,
-/// "cluster_dim": 1|2|4, "per_channel_scale": false, "lut_dtype": "f16"|"f32"|"int8"}`.
+/// "cluster_dim": 1|2|4, "per_channel_scale": false, "lut_dtype": "f16"|"f32"|"int8", "method":
+/// "rtn"|"gptq", "damping": 0.01, "act_order": false}`.
 public struct PalettizationConfig: Equatable, Sendable {
     public enum Mode: Equatable, Sendable {
         /// Optimal (1-D) or Lloyd (vectors) k-means.
@@ -57,6 +59,9 @@ public struct PalettizationConfig: Equatable, Sendable {
     public var clusterDim = 1
     public var perChannelScale = false
     public var lutDType: DType = .f16
+    /// How indices are chosen: the nearest entry, or GPTQ against the LUT (which is then built
+    /// with each weight weighted by its input's energy on the calibration data).
+    public var method: RoundingMethod = .roundToNearest
 
     public init() {}
 }
@@ -97,7 +102,7 @@ public struct OpCompressionConfig: Equatable, Sendable {
 
 extension OpCompressionConfig {
     /// Whether compressing with this config needs calibration data.
-    public var isCalibrated: Bool { quantize?.method.isCalibrated == true }
+    public var isCalibrated: Bool { quantize?.method.isCalibrated == true || palettize?.method.isCalibrated == true }
 
     /// The first setting that does not fit a weight of `shape` (its key path inside the config and
     /// why), or `nil` when everything fits. Blocks, n:m groups and vectors run along the last axis.
@@ -114,8 +119,10 @@ extension OpCompressionConfig {
         if let quantize, case .perChannel(let axis) = quantize.granularity, axis >= shape.count {
             return ("quantize.axis", "axis \(axis) does not exist")
         }
+        if isCalibrated, shape.count != 2 {
+            return (quantize == nil ? "palettize.method" : "quantize.method", "gptq needs a 2-D [out, in] weight")
+        }
         if let quantize, quantize.method.isCalibrated {
-            guard shape.count == 2 else { return ("quantize.method", "gptq needs a 2-D [out, in] weight") }
             if case .perChannel(let axis) = quantize.granularity, axis != 0 {
                 return ("quantize.axis", "gptq quantizes per output channel (axis 0), not axis \(axis)")
             }
@@ -193,6 +200,12 @@ struct ConfigReader {
         return text
     }
 
+    /// `method` (`rtn` or `gptq`) with its `damping` and `act_order`.
+    mutating func roundingMethod() throws(CompressionError) -> RoundingMethod {
+        guard try choice("method", default: "rtn", allowed: ["rtn", "gptq"]) == "gptq" else { return .roundToNearest }
+        return .gptq(damping: try number("damping", range: 0...1) ?? 0.01, actOrder: try boolean("act_order", default: false))
+    }
+
     /// Throws for the first key that no reader asked for.
     func finish() throws(CompressionError) {
         if let unknown = pairs.first(where: { !used.contains($0.key) }) {
@@ -222,8 +235,9 @@ extension OpCompressionConfig {
         if config.prune == nil && config.quantize == nil && config.palettize == nil {
             throw .invalidRecipe(file: file, keyPath: keyPath, reason: "expected at least one of prune, quantize, palettize (or null to leave tensors alone)")
         }
-        if config.prune != nil, config.quantize?.method.isCalibrated == true {
-            throw .invalidRecipe(file: file, keyPath: keyPath + ".quantize.method", reason: "gptq cannot be combined with pruning")
+        if config.prune != nil, config.isCalibrated {
+            throw .invalidRecipe(file: file, keyPath: keyPath + (config.quantize == nil ? ".palettize" : ".quantize") + ".method",
+                                 reason: "gptq cannot be combined with pruning")
         }
         if config.prune != nil, let palettize = config.palettize, palettize.clusterDim > 1 {
             throw .invalidRecipe(file: file, keyPath: keyPath + ".palettize.cluster_dim", reason: "vector palettes cannot be combined with pruning")
@@ -246,10 +260,7 @@ extension QuantizationConfig {
         }
         config.scaleDType = try reader.choice("scale_dtype", default: "f16", allowed: ["f16", "f32"]) == "f16" ? .f16 : .f32
         config.clipSearch = try reader.boolean("clip_search", default: false)
-        if try reader.choice("method", default: "rtn", allowed: ["rtn", "gptq"]) == "gptq" {
-            config.method = .gptq(damping: try reader.number("damping", range: 0...1) ?? 0.01,
-                                  actOrder: try reader.boolean("act_order", default: false))
-        }
+        config.method = try reader.roundingMethod()
         try reader.finish()
         return config
     }
@@ -287,6 +298,12 @@ extension PalettizationConfig {
                                                     groupSize: try reader.integer("group_size", default: 16, range: 1...1 << 30))
         }
         config.perChannelScale = try reader.boolean("per_channel_scale", default: false)
+        config.method = try reader.roundingMethod()
+        if config.method.isCalibrated {
+            if config.clusterDim > 1 { throw reader.fail("method", "gptq needs scalar palettes (cluster_dim 1)") }
+            if config.perChannelScale { throw reader.fail("method", "gptq cannot be combined with per_channel_scale") }
+            if config.mode == .unique { throw reader.fail("method", "gptq would make unique (lossless) palettization lossy") }
+        }
         switch try reader.choice("lut_dtype", default: "f16", allowed: ["f16", "f32", "int8"]) {
         case "f16": config.lutDType = .f16
         case "f32": config.lutDType = .f32

@@ -13,79 +13,97 @@ import ShrinkCore
 /// (per channel) or from the whole tensor (per tensor), with the same rule as round-to-nearest.
 /// Inputs that were always zero (`H_ii = 0`) do not couple to the others.
 enum GPTQ {
-    static func encode(_ values: [Float], shape: [Int], correlation: InputCorrelation, config: QuantizationConfig, damping: Double,
-                       actOrder: Bool, threads: Int, tensor: String) throws(CompressionError) -> (layout: AffineEncoding, parts: [String: DenseTensor]) {
-        precondition(shape.count == 2 && values.count == shape[0] * shape[1])
-        let (rows, columns) = (shape[0], shape[1])
-        guard correlation.size == columns else {
-            throw .invalidWeight(tensor: tensor, reason: "the calibration correlation is \(correlation.size) wide, the weight has \(columns) inputs")
-        }
-        // The order columns are quantized in, and the correlation in that order.
-        let order = actOrder
-            ? (0..<columns).sorted { (correlation.matrix[$0 * columns + $0], $1) > (correlation.matrix[$1 * columns + $1], $0) }
-            : Array(0..<columns)
-        let factor = try inverseFactor(actOrder ? correlation.permuted(order) : correlation, damping: damping, tensor: tensor)
-        let layout = LinearQuantizer.layout(config)
-        let (qMin, qMax) = LinearQuantizer.codeRange(config)
+    /// Quantizes `values` (`[out, in]`) with affine codes of `config`.
+    static func quantize(_ values: [Float], shape: [Int], correlation: InputCorrelation, config: QuantizationConfig, damping: Double,
+                         actOrder: Bool, threads: Int, tensor: String) throws(CompressionError) -> (layout: AffineEncoding, parts: [String: DenseTensor]) {
+        let columns = shape[1]
         let blockSize: Int
         switch config.granularity {
         case .perBlock(let size): blockSize = size
         case .perChannel, .perTensor: blockSize = columns
         }
-        let blocksPerRow = (columns + blockSize - 1) / blockSize
         let perTensor = config.granularity == .perTensor
+        let blocksPerRow = (columns + blockSize - 1) / blockSize
+        let layout = LinearQuantizer.layout(config)
         let tensorParameters: LinearQuantizer.GroupParameters? = perTensor
             ? try LinearQuantizer.chooseParameters(values, importance: nil, config: config, layout: layout, tensor: tensor) : nil
         var codes = [UInt8](repeating: 0, count: values.count)
-        var parameters = [LinearQuantizer.GroupParameters](repeating: .init(scale: 0, zeroPoint: 0), count: perTensor ? 1 : rows * blocksPerRow)
-        let failure = FailureBox()
-        codes.withUnsafeMutableBufferPointer { codeBuffer in
-            parameters.withUnsafeMutableBufferPointer { parameterBuffer in
-                nonisolated(unsafe) let (codeBase, parameterBase) = (codeBuffer.baseAddress!, parameterBuffer.baseAddress!)
-                Parallel.forEachRange(rows, threads: threads) { range in
-                    do throws(CompressionError) {
-                        var weights = [Float](repeating: 0, count: columns)
-                        for row in range {
-                            for position in 0..<columns { weights[position] = values[row * columns + order[position]] }
-                            // Out of order, the groups are fixed from the original weights up front.
-                            if actOrder, !perTensor {
-                                for block in 0..<blocksPerRow {
-                                    let begin = row * columns + block * blockSize, end = min(begin + blockSize, (row + 1) * columns)
-                                    parameterBase[row * blocksPerRow + block] = try LinearQuantizer.chooseParameters(
-                                        Array(values[begin..<end]), importance: nil, config: config, layout: layout, tensor: tensor)
-                                }
-                            }
-                            var group = tensorParameters ?? .init(scale: 0, zeroPoint: 0)
+        var parameters = [LinearQuantizer.GroupParameters](repeating: .init(scale: 0, zeroPoint: 0), count: perTensor ? 1 : shape[0] * blocksPerRow)
+        try codes.withUnsafeMutableBufferPointer { (codeBuffer) throws(CompressionError) in
+            try parameters.withUnsafeMutableBufferPointer { (parameterBuffer) throws(CompressionError) in
+                let rounder = AffineRounder(config: config, layout: layout, tensor: tensor, columns: columns, blockSize: blockSize,
+                                            blocksPerRow: blocksPerRow, staticGroups: actOrder, tensorParameters: tensorParameters,
+                                            codes: codeBuffer.baseAddress!, parameters: parameterBuffer.baseAddress!)
+                try solve(values, shape: shape, correlation: correlation, damping: damping, actOrder: actOrder, threads: threads,
+                          tensor: tensor, rounder: rounder)
+            }
+        }
+        if let tensorParameters { parameters[0] = tensorParameters }
+        return (layout, LinearQuantizer.parts(codes: codes, parameters: parameters, config: config))
+    }
+
+    /// Re-chooses the indices of a scalar palettization (`parts` from `Palettizer`, without
+    /// per-channel scales) by GPTQ against its fixed LUTs; returns the parts with new `indices`.
+    static func assignPalette(_ values: [Float], shape: [Int], correlation: InputCorrelation, layout: PaletteEncoding,
+                              parts: [String: DenseTensor], damping: Double, actOrder: Bool, threads: Int,
+                              tensor: String) throws(CompressionError) -> [String: DenseTensor] {
+        precondition(layout.vectorSize == 1 && !layout.perChannelScale)
+        let entries = layout.entries
+        var luts = parts["lut"]!.floats()
+        if let scales = parts["lut_scales"]?.floats() {
+            for index in luts.indices { luts[index] *= scales[index / entries] }
+        }
+        var indices = [UInt8](repeating: 0, count: values.count)
+        try indices.withUnsafeMutableBufferPointer { (indexBuffer) throws(CompressionError) in
+            let rounder = PaletteRounder(luts: luts, entries: entries, granularity: layout.granularity, shape: shape, indices: indexBuffer.baseAddress!)
+            try solve(values, shape: shape, correlation: correlation, damping: damping, actOrder: actOrder, threads: threads,
+                      tensor: tensor, rounder: rounder)
+        }
+        var result = parts
+        result["indices"] = try! DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: indices.count, bits: layout.bits)],
+                                             bytes: PackedBits.pack(indices, bits: layout.bits))
+        return result
+    }
+
+    /// The GPTQ sweep: every row independently (rows split over `threads`), columns in order (of
+    /// decreasing input energy with `actOrder`), each rounded by `rounder` and its error spread
+    /// over the columns still to come.
+    static func solve<Rounder: ColumnRounder>(_ values: [Float], shape: [Int], correlation: InputCorrelation, damping: Double, actOrder: Bool,
+                                              threads: Int, tensor: String, rounder: Rounder) throws(CompressionError) {
+        precondition(shape.count == 2 && values.count == shape[0] * shape[1])
+        let (rows, columns) = (shape[0], shape[1])
+        guard correlation.size == columns else {
+            throw .invalidWeight(tensor: tensor, reason: "the calibration correlation is \(correlation.size) wide, the weight has \(columns) inputs")
+        }
+        let order = actOrder
+            ? (0..<columns).sorted { (correlation.matrix[$0 * columns + $0], $1) > (correlation.matrix[$1 * columns + $1], $0) }
+            : Array(0..<columns)
+        let factor = try inverseFactor(actOrder ? correlation.permuted(order) : correlation, damping: damping, tensor: tensor)
+        let failure = FirstFailure()
+        Parallel.forEachRange(rows, threads: threads) { range in
+            var weights = [Float](repeating: 0, count: columns)
+            var rounder = rounder
+            do throws(CompressionError) {
+                for row in range {
+                    try rounder.begin(row: row, original: values[(row * columns)..<((row + 1) * columns)])
+                    for position in 0..<columns { weights[position] = values[row * columns + order[position]] }
+                    try weights.withUnsafeMutableBufferPointer { (pending) throws(CompressionError) in
+                        try factor.withUnsafeBufferPointer { (u) throws(CompressionError) in
                             for position in 0..<columns {
-                                let column = order[position]
-                                if !perTensor {
-                                    if !actOrder, column % blockSize == 0 {
-                                        let end = min(position + blockSize, columns)
-                                        parameterBase[row * blocksPerRow + column / blockSize] = try LinearQuantizer.chooseParameters(
-                                            Array(weights[position..<end]), importance: nil, config: config, layout: layout, tensor: tensor)
-                                    }
-                                    group = parameterBase[row * blocksPerRow + column / blockSize]
-                                }
-                                let q = LinearQuantizer.quantize(weights[position], group, layout: layout, qMin: qMin, qMax: qMax)
-                                codeBase[row * columns + column] = UInt8(q + layout.codeOffset)
-                                let decoded = group.scale * Float(q - LinearQuantizer.effectiveZeroPoint(group, layout))
-                                let error = (weights[position] - decoded) / factor[position * columns + position]
+                                let decoded = try rounder.round(row: row, column: order[position], pending: pending, position: position)
+                                let error = (pending[position] - decoded) / u[position * columns + position]
                                 guard error != 0 else { continue }
-                                factor.withUnsafeBufferPointer { u in
-                                    let line = u.baseAddress! + position * columns
-                                    for later in (position + 1)..<columns { weights[later] -= error * line[later] }
-                                }
+                                let line = u.baseAddress! + position * columns
+                                for later in (position + 1)..<columns { pending[later] -= error * line[later] }
                             }
                         }
-                    } catch {
-                        failure.record(error)
                     }
                 }
+            } catch {
+                failure.record(error)
             }
         }
         if let error = failure.error { throw error }
-        if let tensorParameters { parameters[0] = tensorParameters }
-        return (layout, LinearQuantizer.parts(codes: codes, parameters: parameters, config: config))
     }
 
     /// `U`, the upper Cholesky factor of `(H + λI)⁻¹`, row-major `n × n` (zeros below the diagonal).
@@ -177,12 +195,72 @@ enum GPTQ {
     }
 }
 
-/// The first error thrown by any worker of a parallel loop.
-final class FailureBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private(set) var error: CompressionError?
+/// Picks the code of one weight in a GPTQ sweep and records it (each worker thread has its own copy).
+protocol ColumnRounder: Sendable {
+    /// Called before the columns of `row`, with its original weights.
+    mutating func begin(row: Int, original: ArraySlice<Float>) throws(CompressionError)
+    /// Rounds `pending[position]`, the updated weight of `column` (`pending[position...]` are the
+    /// columns still to come, in sweep order), records its code and returns the decoded value.
+    mutating func round(row: Int, column: Int, pending: UnsafeMutableBufferPointer<Float>, position: Int) throws(CompressionError) -> Float
+}
 
-    func record(_ error: CompressionError) {
-        lock.withLock { if self.error == nil { self.error = error } }
+/// Affine codes with scale groups per tensor, per row or per block of the row. In column order a
+/// block's scale is chosen from the updated weights when its first column is reached; out of
+/// order (`staticGroups`) every block's scale is fixed from the original row first.
+struct AffineRounder: ColumnRounder, @unchecked Sendable {
+    let config: QuantizationConfig
+    let layout: AffineEncoding
+    let tensor: String
+    let columns, blockSize, blocksPerRow: Int
+    let staticGroups: Bool
+    let tensorParameters: LinearQuantizer.GroupParameters?
+    let codes: UnsafeMutablePointer<UInt8>
+    let parameters: UnsafeMutablePointer<LinearQuantizer.GroupParameters>
+
+    func begin(row: Int, original: ArraySlice<Float>) throws(CompressionError) {
+        guard staticGroups, tensorParameters == nil else { return }
+        for block in 0..<blocksPerRow {
+            let begin = original.startIndex + block * blockSize
+            parameters[row * blocksPerRow + block] = try LinearQuantizer.chooseParameters(
+                Array(original[begin..<min(begin + blockSize, original.endIndex)]), importance: nil, config: config, layout: layout, tensor: tensor)
+        }
+    }
+
+    func round(row: Int, column: Int, pending: UnsafeMutableBufferPointer<Float>, position: Int) throws(CompressionError) -> Float {
+        var group = tensorParameters ?? parameters[row * blocksPerRow + column / blockSize]
+        if tensorParameters == nil, !staticGroups, column % blockSize == 0 {
+            group = try LinearQuantizer.chooseParameters(Array(pending[position..<min(position + blockSize, columns)]), importance: nil,
+                                                         config: config, layout: layout, tensor: tensor)
+            parameters[row * blocksPerRow + column / blockSize] = group
+        }
+        let (qMin, qMax) = LinearQuantizer.codeRange(config)
+        let q = LinearQuantizer.quantize(pending[position], group, layout: layout, qMin: qMin, qMax: qMax)
+        codes[row * columns + column] = UInt8(q + layout.codeOffset)
+        return group.scale * Float(q - LinearQuantizer.effectiveZeroPoint(group, layout))
+    }
+}
+
+/// Nearest entries of fixed scalar LUTs (one per LUT group of the palettization).
+struct PaletteRounder: ColumnRounder, @unchecked Sendable {
+    let luts: [Float]
+    let entries: Int
+    let granularity: PaletteGranularity
+    let shape: [Int]
+    let indices: UnsafeMutablePointer<UInt8>
+
+    func begin(row: Int, original: ArraySlice<Float>) {}
+
+    func round(row: Int, column: Int, pending: UnsafeMutableBufferPointer<Float>, position: Int) -> Float {
+        let flat = row * shape[1] + column
+        let base = EncodingLayout.group(of: flat, granularity, shape: shape) * entries
+        let value = pending[position]
+        var best = 0
+        var bestDistance = Float.infinity
+        for entry in 0..<entries {
+            let distance = abs(value - luts[base + entry])
+            if distance < bestDistance { bestDistance = distance; best = entry }
+        }
+        indices[flat] = UInt8(best)
+        return luts[base + best]
     }
 }

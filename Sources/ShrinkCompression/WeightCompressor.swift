@@ -52,13 +52,19 @@ public enum WeightCompressor {
             base = .dense(.f32)
             parts["values"] = try! DenseTensor(converting: [], shape: [0])
         } else if let quantize = config.quantize, case .gptq(let damping, let actOrder) = quantize.method {
-            guard let correlation else {
-                throw .invalidWeight(tensor: name, reason: "\"method\": \"gptq\" needs calibration data (recipe key \"calibration\")")
-            }
-            let encoded = try GPTQ.encode(kept, shape: shape, correlation: correlation, config: quantize, damping: damping, actOrder: actOrder,
-                                          threads: threads, tensor: name)
+            let encoded = try GPTQ.quantize(kept, shape: shape, correlation: try required(correlation, name, inputs: shape[shape.count - 1]), config: quantize,
+                                            damping: damping, actOrder: actOrder, threads: threads, tensor: name)
             base = .affine(encoded.layout)
             parts.merge(encoded.parts) { $1 }
+        } else if let palettize = config.palettize, case .gptq(let damping, let actOrder) = palettize.method {
+            let correlation = try required(correlation, name, inputs: shape[shape.count - 1])
+            // Sensitivity-weighted LUT: each weight counts by its input's energy (unless importance is given).
+            let columns = shape[1]
+            let energy = importance ?? (0..<kept.count).map { Float(correlation.matrix[($0 % columns) * (columns + 1)]) }
+            let encoded = try Palettizer.encode(kept, positions: nil, shape: shape, config: palettize, importance: energy, tensor: name, threads: threads)
+            base = .palette(encoded.layout)
+            parts.merge(try GPTQ.assignPalette(kept, shape: shape, correlation: correlation, layout: encoded.layout, parts: encoded.parts,
+                                               damping: damping, actOrder: actOrder, threads: threads, tensor: name)) { $1 }
         } else if let quantize = config.quantize {
             let encoded = try LinearQuantizer.encode(kept, positions: positions, shape: shape, config: quantize,
                                                     importance: keptImportance, tensor: name)
@@ -91,6 +97,17 @@ public enum WeightCompressor {
         }
         return encoded
     }
+}
+
+/// `correlation`, or the error saying that a calibrated method needs it or that it does not fit.
+private func required(_ correlation: InputCorrelation?, _ name: String, inputs: Int) throws(CompressionError) -> InputCorrelation {
+    guard let correlation else {
+        throw .invalidWeight(tensor: name, reason: "\"method\": \"gptq\" needs calibration data (recipe key \"calibration\")")
+    }
+    guard correlation.size == inputs else {
+        throw .invalidWeight(tensor: name, reason: "the calibration correlation is \(correlation.size) wide, the weight has \(inputs) inputs")
+    }
+    return correlation
 }
 
 /// Error measures between a weight and its decoded compression.

@@ -36,10 +36,11 @@ public enum DenseMatmul {
     }
 
     /// `Xᵀ·X` of `rows × width` inputs (row-major) into `output` (`width × width`), with the
-    /// system BLAS (`cblas_sgemm`); `DenseMatmul.reference` on `X` transposed is its reference.
+    /// system BLAS (`cblas_ssyrk`, one triangle, mirrored); `DenseMatmul.reference` on `X`
+    /// transposed is its reference.
     public static func gram(x: UnsafePointer<Float>, rows: Int, width: Int, output: UnsafeMutablePointer<Float>) {
         precondition(rows > 0 && width > 0)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Int32(width), Int32(width), Int32(rows), 1,
-                    x, Int32(width), x, Int32(width), 0, output, Int32(width))
+        cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, Int32(width), Int32(rows), 1, x, Int32(width), 0, output, Int32(width))
+        for i in 0..<width { for j in 0..<i { output[i * width + j] = output[j * width + i] } }
     }
 }

@@ -80,6 +80,23 @@ import ShrinkTestSupport
         #expect(folder.contents.allSatisfy { !$0.contains("out.safetensors") })
     }
 
+    /// Calibrated recipes name what is missing: the calibration text, or the config that running the model needs.
+    @Test func calibrationFailuresNameTheFile() throws {
+        let folder = TemporaryDirectory()
+        let output = folder.file("out.safetensors")
+        let gptq = #"{"op_type": {"linear": {"quantize": {"bits": 4, "method": "gptq"}}}, "calibration": {"data": "missing.txt"}}"#
+        let recipe = try Self.recipe(gptq, in: folder)
+        let missing = run(["compress", "--model", TestModels.miniLM, "--recipe", recipe, "--output", output])
+        #expect(missing.code == 2)
+        #expect(missing.errors.contains(folder.file("missing.txt") + ": cannot read the calibration data as UTF-8 text"), "\(missing.errors)")
+        try "\n  \n".write(toFile: folder.file("missing.txt"), atomically: true, encoding: .utf8)
+        let empty = run(["compress", "--model", TestModels.miniLM, "--recipe", recipe, "--output", output])
+        #expect(empty.errors.contains("holds no calibration lines"), "\(empty.errors)")
+        let noConfig = run(["compress", "--model", try Self.tinyModel(in: folder), "--recipe", recipe, "--output", output])
+        #expect(noConfig.errors.contains("calibration runs the model, which needs its config.json next to the weights"), "\(noConfig.errors)")
+        #expect(!FileManager.default.fileExists(atPath: output))
+    }
+
     /// Every shipped recipe compresses the real all-MiniLM-L6-v2 and the result reads back.
     @Test(arguments: try! FileManager.default.contentsOfDirectory(atPath: recipesFolder).filter { $0.hasSuffix(".json") }.sorted())
     func shippedRecipesCompressMiniLM(recipe: String) throws {

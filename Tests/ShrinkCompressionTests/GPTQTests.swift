@@ -39,7 +39,7 @@ import ShrinkTestSupport
         return total
     }
 
-    static func config(_ granularity: QuantizationGranularity, bits: Int = 4, method: QuantizationConfig.Method) -> OpCompressionConfig {
+    static func config(_ granularity: QuantizationGranularity, bits: Int = 4, method: RoundingMethod) -> OpCompressionConfig {
         EncodingCatalog.quantize(bits, symmetric: false, signed: false, granularity, method: method)
     }
 
@@ -87,6 +87,29 @@ import ShrinkTestSupport
         let roundedError = Self.outputError(inputs: inputs, rows: rows, original: weights, decoded: rounded.decode(), out: out, width: width)
         let gptqError = Self.outputError(inputs: inputs, rows: rows, original: weights, decoded: gptq.decode(), out: out, width: width)
         #expect(gptqError < 0.5 * roundedError, "GPTQ output error \(gptqError), round to nearest \(roundedError)")
+    }
+
+    @Test(arguments: [PaletteGranularity.perTensor, .perGroupedChannel(axis: 0, groupSize: 4), .perGroupedChannel(axis: 1, groupSize: 5)],
+          [false, true])
+    func palettesByGPTQHaveLessOutputErrorThanNearestEntries(granularity: PaletteGranularity, actOrder: Bool) throws {
+        let (out, width, rows) = (12, 45, 200)
+        let inputs = Self.correlatedInputs(rows: rows, width: width, seed: 13)
+        var correlation = InputCorrelation(size: width)
+        correlation.add(rows: inputs, count: rows)
+        var generator = SeededGenerator(seed: 14)
+        let weights = generator.floats(out * width, in: -0.5...0.5)
+        let tensor = try DenseTensor(converting: weights, shape: [out, width])
+        for lut in [DType.f16, .i8] {
+            let nearest = EncodingCatalog.palettize(3, .kmeans, granularity, lut: lut)
+            var calibrated = nearest
+            calibrated.palettize!.method = .gptq(damping: 0.01, actOrder: actOrder)
+            let rounded = try WeightCompressor.encode(name: "w", tensor: tensor, config: nearest)
+            let gptq = try WeightCompressor.encode(name: "w", tensor: tensor, config: calibrated, correlation: correlation, threads: 2)
+            #expect(gptq.encoding == rounded.encoding && gptq.byteCount == rounded.byteCount)
+            let roundedError = Self.outputError(inputs: inputs, rows: rows, original: weights, decoded: rounded.decode(), out: out, width: width)
+            let gptqError = Self.outputError(inputs: inputs, rows: rows, original: weights, decoded: gptq.decode(), out: out, width: width)
+            #expect(gptqError < 0.5 * roundedError, "\(lut): GPTQ output error \(gptqError), nearest entries \(roundedError)")
+        }
     }
 
     @Test func uncorrelatedInputsGiveRoundToNearest() throws {

@@ -80,6 +80,10 @@ import ShrinkCore
         (#"{"global": {"quantize": {"damping": 0.1}}}"#, "r.json: global.quantize.damping: unknown key"),
         (#"{"global": {"prune": {"mode": "n_m"}, "quantize": {"method": "gptq"}}, "calibration": {"data": "c.txt"}}"#,
          "r.json: global.quantize.method: gptq cannot be combined with pruning"),
+        (#"{"global": {"palettize": {"cluster_dim": 2, "method": "gptq"}}, "calibration": {"data": "c.txt"}}"#,
+         "r.json: global.palettize.method: gptq needs scalar palettes (cluster_dim 1)"),
+        (#"{"global": {"palettize": {"mode": "unique", "method": "gptq"}}, "calibration": {"data": "c.txt"}}"#,
+         "r.json: global.palettize.method: gptq would make unique (lossless) palettization lossy"),
         (#"{"calibration": {"limit": 8}}"#, "r.json: calibration.data: expected the path of a text file"),
         (#"{"calibration": {"data": "c.txt", "limit": 0}}"#, "r.json: calibration.limit: 0 is outside"),
     ])

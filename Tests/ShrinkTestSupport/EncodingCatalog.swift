@@ -6,7 +6,7 @@ import ShrinkCore
 /// benchmarks.
 public enum EncodingCatalog {
     public static func quantize(_ bits: Int, symmetric: Bool, signed: Bool = true, _ granularity: QuantizationGranularity,
-                         scale: DType = .f16, clip: Bool = false, method: QuantizationConfig.Method = .roundToNearest) -> OpCompressionConfig {
+                         scale: DType = .f16, clip: Bool = false, method: RoundingMethod = .roundToNearest) -> OpCompressionConfig {
         var config = QuantizationConfig()
         config.method = method
         config.bits = bits
