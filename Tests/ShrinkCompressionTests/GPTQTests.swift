@@ -69,46 +69,39 @@ import ShrinkTestSupport
         for i in 0..<size { for j in 0..<i { #expect(upper[i * size + j] == 0) } }
     }
 
+    /// Compresses a 12 × 45 weight seen through correlated inputs with `nearest` and with
+    /// `calibrated`, and checks that GPTQ halves the output error at the same size.
+    static func expectLessOutputError(nearest: OpCompressionConfig, calibrated: OpCompressionConfig, seed: UInt64) throws {
+        let (out, width, rows) = (12, 45, 200)
+        let inputs = correlatedInputs(rows: rows, width: width, seed: seed)
+        var correlation = InputCorrelation(size: width)
+        correlation.add(rows: inputs, count: rows)
+        var generator = SeededGenerator(seed: seed + 1)
+        let weights = generator.floats(out * width, in: -0.5...0.5)
+        let tensor = try DenseTensor(converting: weights, shape: [out, width])
+        let rounded = try WeightCompressor.encode(name: "w", tensor: tensor, config: nearest)
+        let gptq = try WeightCompressor.encode(name: "w", tensor: tensor, config: calibrated, correlation: correlation, threads: 2)
+        #expect(gptq.encoding == rounded.encoding && gptq.byteCount == rounded.byteCount)
+        let roundedError = outputError(inputs: inputs, rows: rows, original: weights, decoded: rounded.decode(), out: out, width: width)
+        let gptqError = outputError(inputs: inputs, rows: rows, original: weights, decoded: gptq.decode(), out: out, width: width)
+        #expect(gptqError < 0.5 * roundedError, "GPTQ output error \(gptqError), nearest \(roundedError)")
+    }
+
     @Test(arguments: [QuantizationGranularity.perBlock(blockSize: 16), .perBlock(blockSize: 13), .perChannel(axis: 0), .perTensor],
           [false, true])
     func gptqHasLessOutputErrorThanRounding(granularity: QuantizationGranularity, actOrder: Bool) throws {
-        let (out, width, rows) = (12, 45, 200)
-        let inputs = Self.correlatedInputs(rows: rows, width: width, seed: 3)
-        var correlation = InputCorrelation(size: width)
-        correlation.add(rows: inputs, count: rows)
-        var generator = SeededGenerator(seed: 9)
-        let weights = generator.floats(out * width, in: -0.5...0.5)
-        let tensor = try DenseTensor(converting: weights, shape: [out, width])
-        let rounded = try WeightCompressor.encode(name: "w", tensor: tensor, config: Self.config(granularity, method: .roundToNearest))
-        let gptq = try WeightCompressor.encode(name: "w", tensor: tensor, config: Self.config(granularity, method: .gptq(damping: 0.01, actOrder: actOrder)),
-                                               correlation: correlation, threads: 2)
-        #expect(gptq.encoding == rounded.encoding)
-        #expect(gptq.byteCount == rounded.byteCount)
-        let roundedError = Self.outputError(inputs: inputs, rows: rows, original: weights, decoded: rounded.decode(), out: out, width: width)
-        let gptqError = Self.outputError(inputs: inputs, rows: rows, original: weights, decoded: gptq.decode(), out: out, width: width)
-        #expect(gptqError < 0.5 * roundedError, "GPTQ output error \(gptqError), round to nearest \(roundedError)")
+        try Self.expectLessOutputError(nearest: Self.config(granularity, method: .roundToNearest),
+                                       calibrated: Self.config(granularity, method: .gptq(damping: 0.01, actOrder: actOrder)), seed: 3)
     }
 
     @Test(arguments: [PaletteGranularity.perTensor, .perGroupedChannel(axis: 0, groupSize: 4), .perGroupedChannel(axis: 1, groupSize: 5)],
           [false, true])
     func palettesByGPTQHaveLessOutputErrorThanNearestEntries(granularity: PaletteGranularity, actOrder: Bool) throws {
-        let (out, width, rows) = (12, 45, 200)
-        let inputs = Self.correlatedInputs(rows: rows, width: width, seed: 13)
-        var correlation = InputCorrelation(size: width)
-        correlation.add(rows: inputs, count: rows)
-        var generator = SeededGenerator(seed: 14)
-        let weights = generator.floats(out * width, in: -0.5...0.5)
-        let tensor = try DenseTensor(converting: weights, shape: [out, width])
         for lut in [DType.f16, .i8] {
             let nearest = EncodingCatalog.palettize(3, .kmeans, granularity, lut: lut)
             var calibrated = nearest
             calibrated.palettize!.method = .gptq(damping: 0.01, actOrder: actOrder)
-            let rounded = try WeightCompressor.encode(name: "w", tensor: tensor, config: nearest)
-            let gptq = try WeightCompressor.encode(name: "w", tensor: tensor, config: calibrated, correlation: correlation, threads: 2)
-            #expect(gptq.encoding == rounded.encoding && gptq.byteCount == rounded.byteCount)
-            let roundedError = Self.outputError(inputs: inputs, rows: rows, original: weights, decoded: rounded.decode(), out: out, width: width)
-            let gptqError = Self.outputError(inputs: inputs, rows: rows, original: weights, decoded: gptq.decode(), out: out, width: width)
-            #expect(gptqError < 0.5 * roundedError, "\(lut): GPTQ output error \(gptqError), nearest entries \(roundedError)")
+            try Self.expectLessOutputError(nearest: nearest, calibrated: calibrated, seed: 13)
         }
     }
 
