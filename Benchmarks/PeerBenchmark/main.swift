@@ -3,7 +3,7 @@
 // - batch 1: the first 200 reference sentences, pre-tokenized, one at a time (forward, mean
 //   pooling, normalization): median ms per sentence;
 // - batch 32: 1,024 STS-B test sentences sorted by length: sentences per second;
-// - 1 and 2 threads; Shrink fp32, int8, 4-bit block, 4-bit palette and 2:4-sparse recipes next to
+// - 1 and 2 threads; Shrink fp32, int8, 4-bit block and 4-bit palette (both by GPTQ) and 2:4-sparse recipes next to
 //   ONNX Runtime fp32 and dynamic int8 (graph built from the same safetensors by
 //   Benchmarks/Peers/onnxruntime_minilm.py);
 // - fidelity: mean and minimum cosine to the fp32 reference embeddings of all 262 reference
@@ -108,14 +108,14 @@ print("BLAS: \(BLASLibrary.summary); kernels: \(KernelVariant.best.rawValue), in
 print("batch 1: \(latencyIDs.count) sentences, mean \(latencyIDs.reduce(0) { $0 + $1.count } / latencyIDs.count) tokens; batch 32: \(throughputIDs.count) sentences")
 
 // Shrink's configurations.
-let recipes = ["minilm-int8-channel": "int8", "minilm-int4-block32": "4-bit block 32", "minilm-palette-4bit": "4-bit palette",
-               "minilm-prune50-palette4": "2:4 + 4-bit palette"]
+let recipes = [("minilm-int8-channel", "int8"), ("minilm-int4-block32-gptq", "4-bit block 32 (GPTQ)"),
+               ("minilm-palette-4bit-grouped16-gptq", "4-bit palette /16 ch (GPTQ)"), ("minilm-prune50-palette4", "2:4 + 4-bit palette")]
 var files = [("Shrink fp32", modelFolder + "/model.safetensors")]
-for recipe in ["minilm-int8-channel", "minilm-int4-block32", "minilm-palette-4bit", "minilm-prune50-palette4"] {
+for (recipe, label) in recipes {
     let output = scratch + "/\(recipe).safetensors"
     _ = try ModelCompressor.compress(model: try ModelLocation.resolve(modelFolder),
                                      recipe: try Recipe.load(path: root.appendingPathComponent("recipes/\(recipe).json").path), output: output)
-    files.append(("Shrink " + recipes[recipe]!, output))
+    files.append(("Shrink " + label, output))
 }
 
 struct Row: Codable {
