@@ -197,6 +197,45 @@ AVX512 static inline __mmask16 tail_mask(size_t remaining) {
     return remaining >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remaining) - 1);
 }
 
+AVX512 void shrink_attention_head_f32(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
+                                      float scale, float *scores, float *out) {
+    const size_t chunks = (head_size + 15) / 16;
+    __mmask16 masks[8];
+    for (size_t c = 0; c < chunks; c++) masks[c] = tail_mask(head_size - c * 16);
+    for (size_t i = 0; i < length; i++) {
+        __m512 query[8];
+        for (size_t c = 0; c < chunks; c++) {
+            query[c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(masks[c], q + i * stride + c * 16), _mm512_set1_ps(scale));
+        }
+        float largest = -INFINITY;
+        for (size_t j = 0; j < length; j++) {
+            __m512 sum = _mm512_setzero_ps();
+            for (size_t c = 0; c < chunks; c++) sum = _mm512_fmadd_ps(query[c], _mm512_maskz_loadu_ps(masks[c], k + j * stride + c * 16), sum);
+            float score = _mm512_reduce_add_ps(sum);
+            scores[j] = score;
+            largest = score > largest ? score : largest;
+        }
+        __m512 total = _mm512_setzero_ps();
+        for (size_t j = 0; j < length; j += 16) {
+            __mmask16 mask = tail_mask(length - j);
+            __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, scores + j), _mm512_set1_ps(largest)));
+            e = _mm512_maskz_mov_ps(mask, e);
+            _mm512_mask_storeu_ps(scores + j, mask, e);
+            total = _mm512_add_ps(total, e);
+        }
+        __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(total));
+        __m512 context[8];
+        for (size_t c = 0; c < chunks; c++) context[c] = _mm512_setzero_ps();
+        for (size_t j = 0; j < length; j++) {
+            __m512 weight = _mm512_set1_ps(scores[j]);
+            for (size_t c = 0; c < chunks; c++) {
+                context[c] = _mm512_fmadd_ps(weight, _mm512_maskz_loadu_ps(masks[c], v + j * stride + c * 16), context[c]);
+            }
+        }
+        for (size_t c = 0; c < chunks; c++) _mm512_mask_storeu_ps(out + i * stride + c * 16, masks[c], _mm512_mul_ps(context[c], inverse));
+    }
+}
+
 AVX512 void shrink_gemm_nt_f32(const float *w, size_t rows_w, const float *x, size_t rows_x, size_t n, float *out, size_t ldo) {
     size_t r = 0;
     for (; r + 4 <= rows_w; r += 4) {
@@ -325,6 +364,10 @@ float shrink_dot_affine_u4(const uint8_t *c, const float *x, size_t n, const flo
 float shrink_dot_lut_u4(const uint8_t *i, const float *x, size_t n, const float *l) { (void)i; (void)x; (void)n; (void)l; return 0; }
 void shrink_gemm_nt_f32(const float *w, size_t rw, const float *x, size_t rx, size_t n, float *out, size_t ldo) {
     (void)w; (void)rw; (void)x; (void)rx; (void)n; (void)out; (void)ldo;
+}
+void shrink_attention_head_f32(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
+                               float scale, float *scores, float *out) {
+    (void)q; (void)k; (void)v; (void)length; (void)head_size; (void)stride; (void)scale; (void)scores; (void)out;
 }
 void shrink_decode_sparse(const uint8_t *m, const uint8_t *k, size_t n, const float *l, size_t ls, const float *s, const float *o,
                           size_t b, float *out) {

@@ -160,6 +160,37 @@ public enum KernelVariant: String, CaseIterable, Sendable {
         }
     }
 
+    /// Fused scaled dot-product attention of one head over one sequence (see
+    /// `shrink_attention_head_f32`): `q`, `k`, `v` and `out` point at the head's first column of
+    /// token 0, rows `stride` floats apart; `headSize` ≤ 128; `scores` holds `length` floats.
+    public func attentionHead(q: UnsafePointer<Float>, k: UnsafePointer<Float>, v: UnsafePointer<Float>, length: Int, headSize: Int,
+                              stride: Int, scale: Float, scores: UnsafeMutablePointer<Float>, out: UnsafeMutablePointer<Float>) {
+        precondition(headSize <= 128)
+        switch self {
+        case .avx512: shrink_attention_head_f32(q, k, v, length, headSize, stride, scale, scores, out)
+        case .swift:
+            for i in 0..<length {
+                var largest = -Float.infinity
+                for j in 0..<length {
+                    var sum: Float = 0
+                    for d in 0..<headSize { sum += q[i * stride + d] * scale * k[j * stride + d] }
+                    scores[j] = sum
+                    largest = max(largest, sum)
+                }
+                var total: Float = 0
+                for j in 0..<length {
+                    scores[j] = expf(scores[j] - largest)
+                    total += scores[j]
+                }
+                for d in 0..<headSize {
+                    var sum: Float = 0
+                    for j in 0..<length { sum += scores[j] * v[j * stride + d] }
+                    out[i * stride + d] = sum / total
+                }
+            }
+        }
+    }
+
     /// In-place GELU, `x · (1 + erf(x / √2)) / 2`. The Swift twin uses the C library's `erff`; the
     /// vector kernel a polynomial erf (absolute error ≤ 1.5e-7, see `shrink_gelu_f32`).
     public func gelu(_ x: UnsafeMutablePointer<Float>, _ n: Int) {

@@ -169,49 +169,77 @@ public final class BertEncoder: @unchecked Sendable {
 }
 
 /// Scaled dot-product attention, sentence by sentence and head by head (threads split the
-/// (sentence, head) pairs): the head's query, key and transposed value columns are copied into
-/// contiguous blocks so that both products run through the tiled kernel (`KernelVariant.gemmNT`).
+/// (sentence, head) pairs). Sequences of up to `fusedLength` tokens run the fused kernel
+/// (`KernelVariant.attentionHead`: scores, softmax and the weighted sum of values per query row,
+/// reading the head's columns in place, scores in a stack buffer); longer ones copy the head's
+/// query, key and transposed value columns into contiguous blocks so that both products run
+/// through the tiled kernel (`KernelVariant.gemmNT`).
 enum Attention {
+    /// The longest sequence the fused kernel takes: it computes every score as its own dot
+    /// product, which beats the tiled path only while sequences are short.
+    static let fusedLength = 64
+
     static func run(query: [Float], key: [Float], value: [Float], lengths: [Int], hidden: Int, heads: Int, threads: Int,
                     into context: inout [Float]) {
         let headSize = hidden / heads
         let scale = 1 / sqrt(Float(headSize))
-        let starts = lengths.reduce(into: [0]) { $0.append($0.last! + $1) }
         let longest = lengths.max() ?? 0
         let work = lengths.reduce(0) { $0 + $1 * $1 } * hidden
         query.withUnsafeBufferPointer { q in
             key.withUnsafeBufferPointer { k in
                 value.withUnsafeBufferPointer { v in
                     context.withUnsafeMutableBufferPointer { c in
-                        nonisolated(unsafe) let (query, key, value, context) = (q.baseAddress!, k.baseAddress!, v.baseAddress!, c.baseAddress!)
-                        let pairs = lengths.count * heads
-                        Parallel.forEachRange(pairs, threads: work >= 1 << 20 ? threads : 1) { range in
-                            let block = UnsafeMutablePointer<Float>.allocate(capacity: 3 * longest * headSize + longest * longest)
-                            defer { block.deallocate() }
-                            let (qh, kh, vT, scores) = (block, block + longest * headSize, block + 2 * longest * headSize, block + 3 * longest * headSize)
-                            for pair in range {
-                                let (sentence, head) = pair.quotientAndRemainder(dividingBy: heads)
-                                let start = starts[sentence], length = lengths[sentence]
-                                for token in 0..<length {
-                                    let source = (start + token) * hidden + head * headSize
-                                    for d in 0..<headSize {
-                                        qh[token * headSize + d] = query[source + d] * scale
-                                        kh[token * headSize + d] = key[source + d]
-                                        vT[d * length + token] = value[source + d]
+                        lengths.withUnsafeBufferPointer { lengthBuffer in
+                            nonisolated(unsafe) let (query, key, value, context) = (q.baseAddress!, k.baseAddress!, v.baseAddress!, c.baseAddress!)
+                            nonisolated(unsafe) let lengths = lengthBuffer
+                            let pairs = lengths.count * heads
+                            Parallel.forEachRange(pairs, threads: work >= 1 << 20 ? threads : 1) { range in
+                                // Token offset of the range's first sentence, then advanced sentence by sentence.
+                                var sentence = range.lowerBound / heads
+                                var start = lengths[0..<sentence].reduce(0, +)
+                                let kernel = KernelVariant.best
+                                let fused = longest <= fusedLength && headSize <= 128
+                                withUnsafeTemporaryAllocation(of: Float.self, capacity: fused ? longest : 3 * longest * headSize + longest * longest) { block in
+                                    let scratch = block.baseAddress!
+                                    for pair in range {
+                                        let (pairSentence, head) = pair.quotientAndRemainder(dividingBy: heads)
+                                        while sentence < pairSentence { start += lengths[sentence]; sentence += 1 }
+                                        let length = lengths[sentence], offset = start * hidden + head * headSize
+                                        if fused {
+                                            kernel.attentionHead(q: query + offset, k: key + offset, v: value + offset, length: length, headSize: headSize,
+                                                                 stride: hidden, scale: scale, scores: scratch, out: context + offset)
+                                        } else {
+                                            tiled(query: query + offset, key: key + offset, value: value + offset, length: length, headSize: headSize,
+                                                  hidden: hidden, scale: scale, scratch: scratch, capacity: longest, into: context + offset)
+                                        }
                                     }
                                 }
-                                let kernel = KernelVariant.best
-                                // scores[i][j] = q_i · k_j
-                                kernel.gemmNT(kh, length, qh, length, headSize, scores, length)
-                                softmaxRows(scores, rows: length, columns: length)
-                                // context[i][d] = Σ_j p_ij v_jd, written into the head's columns.
-                                kernel.gemmNT(vT, headSize, scores, length, length, context + start * hidden + head * headSize, hidden)
                             }
                         }
                     }
                 }
             }
         }
+    }
+
+    /// One head of one sequence through the tiled kernel; `scratch` holds `3 · capacity · headSize
+    /// + capacity²` floats.
+    static func tiled(query: UnsafePointer<Float>, key: UnsafePointer<Float>, value: UnsafePointer<Float>, length: Int, headSize: Int,
+                      hidden: Int, scale: Float, scratch: UnsafeMutablePointer<Float>, capacity: Int, into context: UnsafeMutablePointer<Float>) {
+        let (qh, kh, vT, scores) = (scratch, scratch + capacity * headSize, scratch + 2 * capacity * headSize, scratch + 3 * capacity * headSize)
+        for token in 0..<length {
+            for d in 0..<headSize {
+                qh[token * headSize + d] = query[token * hidden + d] * scale
+                kh[token * headSize + d] = key[token * hidden + d]
+                vT[d * length + token] = value[token * hidden + d]
+            }
+        }
+        let kernel = KernelVariant.best
+        // scores[i][j] = q_i · k_j
+        kernel.gemmNT(kh, length, qh, length, headSize, scores, length)
+        softmaxRows(scores, rows: length, columns: length)
+        // context[i][d] = Σ_j p_ij v_jd, written into the head's columns.
+        kernel.gemmNT(vT, headSize, scores, length, length, context, hidden)
     }
 
     static func softmaxRows(_ values: UnsafeMutablePointer<Float>, rows: Int, columns: Int) {
