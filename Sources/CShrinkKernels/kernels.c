@@ -198,29 +198,34 @@ AVX512 static inline __mmask16 tail_mask(size_t remaining) {
 }
 
 AVX512 void shrink_attention_head_f32(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
-                                      float scale, float *scores, float *out) {
+                                      float scale, float *scratch, float *out) {
     const size_t chunks = (head_size + 15) / 16;
+    const size_t padded = (length + 15) & ~(size_t)15;
+    float *scores = scratch, *keys = scratch + padded;
+    // Keys transposed (dimension-major, zero-padded to 16 keys) so that 16 scores take one FMA per dimension.
+    for (size_t d = 0; d < head_size; d++) {
+        for (size_t j = 0; j < length; j++) keys[d * padded + j] = k[j * stride + d];
+        for (size_t j = length; j < padded; j++) keys[d * padded + j] = 0;
+    }
     __mmask16 masks[8];
     for (size_t c = 0; c < chunks; c++) masks[c] = tail_mask(head_size - c * 16);
     for (size_t i = 0; i < length; i++) {
-        __m512 query[8];
-        for (size_t c = 0; c < chunks; c++) {
-            query[c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(masks[c], q + i * stride + c * 16), _mm512_set1_ps(scale));
-        }
-        float largest = -INFINITY;
-        for (size_t j = 0; j < length; j++) {
+        const float *query = q + i * stride;
+        __m512 largest = _mm512_set1_ps(-INFINITY);
+        for (size_t j = 0; j < padded; j += 16) {
             __m512 sum = _mm512_setzero_ps();
-            for (size_t c = 0; c < chunks; c++) sum = _mm512_fmadd_ps(query[c], _mm512_maskz_loadu_ps(masks[c], k + j * stride + c * 16), sum);
-            float score = _mm512_reduce_add_ps(sum);
-            scores[j] = score;
-            largest = score > largest ? score : largest;
+            for (size_t d = 0; d < head_size; d++) {
+                sum = _mm512_fmadd_ps(_mm512_set1_ps(query[d] * scale), _mm512_loadu_ps(keys + d * padded + j), sum);
+            }
+            _mm512_storeu_ps(scores + j, sum);
+            largest = _mm512_mask_max_ps(largest, tail_mask(length - j), largest, sum);
         }
+        __m512 maximum = _mm512_set1_ps(_mm512_reduce_max_ps(largest));
         __m512 total = _mm512_setzero_ps();
         for (size_t j = 0; j < length; j += 16) {
             __mmask16 mask = tail_mask(length - j);
-            __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, scores + j), _mm512_set1_ps(largest)));
-            e = _mm512_maskz_mov_ps(mask, e);
-            _mm512_mask_storeu_ps(scores + j, mask, e);
+            __m512 e = _mm512_maskz_mov_ps(mask, exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(scores + j), maximum)));
+            _mm512_storeu_ps(scores + j, e);
             total = _mm512_add_ps(total, e);
         }
         __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(total));
@@ -366,8 +371,8 @@ void shrink_gemm_nt_f32(const float *w, size_t rw, const float *x, size_t rx, si
     (void)w; (void)rw; (void)x; (void)rx; (void)n; (void)out; (void)ldo;
 }
 void shrink_attention_head_f32(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
-                               float scale, float *scores, float *out) {
-    (void)q; (void)k; (void)v; (void)length; (void)head_size; (void)stride; (void)scale; (void)scores; (void)out;
+                               float scale, float *scratch, float *out) {
+    (void)q; (void)k; (void)v; (void)length; (void)head_size; (void)stride; (void)scale; (void)scratch; (void)out;
 }
 void shrink_decode_sparse(const uint8_t *m, const uint8_t *k, size_t n, const float *l, size_t ls, const float *s, const float *o,
                           size_t b, float *out) {

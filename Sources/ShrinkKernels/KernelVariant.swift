@@ -162,13 +162,15 @@ public enum KernelVariant: String, CaseIterable, Sendable {
 
     /// Fused scaled dot-product attention of one head over one sequence (see
     /// `shrink_attention_head_f32`): `q`, `k`, `v` and `out` point at the head's first column of
-    /// token 0, rows `stride` floats apart; `headSize` ≤ 128; `scores` holds `length` floats.
+    /// token 0, rows `stride` floats apart; `headSize` ≤ 128; `scratch` holds
+    /// `attentionScratch(length:headSize:)` floats.
     public func attentionHead(q: UnsafePointer<Float>, k: UnsafePointer<Float>, v: UnsafePointer<Float>, length: Int, headSize: Int,
-                              stride: Int, scale: Float, scores: UnsafeMutablePointer<Float>, out: UnsafeMutablePointer<Float>) {
+                              stride: Int, scale: Float, scratch: UnsafeMutablePointer<Float>, out: UnsafeMutablePointer<Float>) {
         precondition(headSize <= 128)
         switch self {
-        case .avx512: shrink_attention_head_f32(q, k, v, length, headSize, stride, scale, scores, out)
+        case .avx512: shrink_attention_head_f32(q, k, v, length, headSize, stride, scale, scratch, out)
         case .swift:
+            let scores = scratch
             for i in 0..<length {
                 var largest = -Float.infinity
                 for j in 0..<length {
@@ -190,6 +192,9 @@ public enum KernelVariant: String, CaseIterable, Sendable {
             }
         }
     }
+
+    /// The scratch floats `attentionHead` needs.
+    public static func attentionScratch(length: Int, headSize: Int) -> Int { (headSize + 1) * ((length + 15) / 16 * 16) }
 
     /// In-place GELU, `x · (1 + erf(x / √2)) / 2`. The Swift twin uses the C library's `erff`; the
     /// vector kernel a polynomial erf (absolute error ≤ 1.5e-7, see `shrink_gelu_f32`).

@@ -170,13 +170,13 @@ public final class BertEncoder: @unchecked Sendable {
 
 /// Scaled dot-product attention, sentence by sentence and head by head (threads split the
 /// (sentence, head) pairs). Sequences of up to `fusedLength` tokens run the fused kernel
-/// (`KernelVariant.attentionHead`: scores, softmax and the weighted sum of values per query row,
-/// reading the head's columns in place, scores in a stack buffer); longer ones copy the head's
+/// (`KernelVariant.attentionHead`: keys transposed once, then scores, softmax and the weighted
+/// sum of values per query row, reading the head's columns in place); longer ones copy the head's
 /// query, key and transposed value columns into contiguous blocks so that both products run
 /// through the tiled kernel (`KernelVariant.gemmNT`).
 enum Attention {
-    /// The longest sequence the fused kernel takes: it computes every score as its own dot
-    /// product, which beats the tiled path only while sequences are short.
+    /// The longest sequence the fused kernel takes (its scratch must stay small, and the tiled
+    /// path's register tiles pay off on long sequences).
     static let fusedLength = 64
 
     static func run(query: [Float], key: [Float], value: [Float], lengths: [Int], hidden: Int, heads: Int, threads: Int,
@@ -199,7 +199,8 @@ enum Attention {
                                 var start = lengths[0..<sentence].reduce(0, +)
                                 let kernel = KernelVariant.best
                                 let fused = longest <= fusedLength && headSize <= 128
-                                withUnsafeTemporaryAllocation(of: Float.self, capacity: fused ? longest : 3 * longest * headSize + longest * longest) { block in
+                                withUnsafeTemporaryAllocation(of: Float.self, capacity: fused ? KernelVariant.attentionScratch(length: longest, headSize: headSize)
+                                                                                         : 3 * longest * headSize + longest * longest) { block in
                                     let scratch = block.baseAddress!
                                     for pair in range {
                                         let (pairSentence, head) = pair.quotientAndRemainder(dividingBy: heads)
@@ -207,7 +208,7 @@ enum Attention {
                                         let length = lengths[sentence], offset = start * hidden + head * headSize
                                         if fused {
                                             kernel.attentionHead(q: query + offset, k: key + offset, v: value + offset, length: length, headSize: headSize,
-                                                                 stride: hidden, scale: scale, scores: scratch, out: context + offset)
+                                                                 stride: hidden, scale: scale, scratch: scratch, out: context + offset)
                                         } else {
                                             tiled(query: query + offset, key: key + offset, value: value + offset, length: length, headSize: headSize,
                                                   hidden: hidden, scale: scale, scratch: scratch, capacity: longest, into: context + offset)

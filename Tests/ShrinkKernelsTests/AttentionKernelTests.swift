@@ -32,8 +32,8 @@ import ShrinkTestSupport
         let v = generator.floats(length * stride)
         let scale = 1 / Float(headSize).squareRoot()
         var out = [Float](repeating: .nan, count: length * stride)
-        var scores = [Float](repeating: 0, count: length)
-        variant.attentionHead(q: q, k: k, v: v, length: length, headSize: headSize, stride: stride, scale: scale, scores: &scores, out: &out)
+        var scratch = [Float](repeating: .nan, count: KernelVariant.attentionScratch(length: length, headSize: headSize))
+        variant.attentionHead(q: q, k: k, v: v, length: length, headSize: headSize, stride: stride, scale: scale, scratch: &scratch, out: &out)
         let expected = Self.reference(q: q, k: k, v: v, length: length, headSize: headSize, stride: stride, scale: scale)
         var worst = 0.0
         for i in 0..<length {

@@ -57,10 +57,12 @@ void shrink_decode_sparse(const uint8_t *mask, const uint8_t *kept, size_t n, co
 /// Scaled dot-product attention of one head over one sequence, fused: for each query row i, the
 /// scores s_j = (scale * q_i) . k_j over all `length` keys, softmax (max subtracted, exp, sum),
 /// and out_i = (sum over j of e_j * v_j) / (sum over j of e_j). q, k, v and out point at the
-/// head's first column of token 0, rows `stride` floats apart; head_size <= 128. `scores` is
-/// scratch of `length` floats. The Swift twin (KernelVariant.attentionHead) computes the same.
+/// head's first column of token 0, rows `stride` floats apart; head_size <= 128. `scratch` holds
+/// (head_size + 1) * padded floats, padded = length rounded up to 16 (the scores, and the keys
+/// transposed so that 16 scores take one FMA per dimension). The Swift twin
+/// (KernelVariant.attentionHead) computes the same.
 void shrink_attention_head_f32(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
-                               float scale, float *scores, float *out);
+                               float scale, float *scratch, float *out);
 
 /// In place GELU, x * (1 + erf(x / sqrt 2)) / 2, with erf from Abramowitz & Stegun 7.1.26
 /// (|error| <= 1.5e-7) and exp from a degree-6 polynomial after range reduction by ln 2.
