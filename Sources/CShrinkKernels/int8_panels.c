@@ -17,7 +17,7 @@ int shrink_cpu_has_avx512_vnni(void) {
 }
 
 VNNI void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, size_t kpad, int8_t *xq,
-                                  float *scales, float *sums) {
+                                  float *scales, float *sums, int32_t *integer_sums) {
     const size_t blocks = kpad / 32;
     const __m512 sign = _mm512_set1_ps(-0.0f);
     for (size_t m = 0; m < rows; m++) {
@@ -39,7 +39,9 @@ VNNI void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t 
             _mm_storeu_si128((__m128i *)(xq + m * kpad + start + 16), _mm512_cvtsepi32_epi8(q1));
             float scale = largest / 127.0f;
             scales[m * blocks + b] = scale;
-            sums[m * blocks + b] = scale * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+            int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+            integer_sums[m * blocks + b] = sum;
+            sums[m * blocks + b] = scale * (float)sum;
         }
     }
 }
@@ -48,9 +50,10 @@ VNNI void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t 
 /// whole input. Integer sums per 32-input block become floats scaled by the weight block's scale
 /// times the activation block's scale; each weight block subtracts its offset times the block
 /// sums of the activations.
-VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit, const uint8_t *luts, size_t kpad,
+VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit, const uint8_t *luts, int centered, size_t kpad,
                  size_t blocks_per_wblock, const float *scales, const float *offsets, size_t panel_floats, const int8_t *xq,
-                 const float *xscales, const float *xsums, int mr, float *y, size_t ldy, size_t n0, size_t n, const float *bias) {
+                 const float *xscales, const float *xsums, const int32_t *xisums, int mr, float *y, size_t ldy, size_t n0, size_t n,
+                 const float *bias) {
     const size_t blocks = kpad / 32;
     const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
     __m512i table[2];
@@ -67,9 +70,12 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
         float block_sum[4] = {0, 0, 0, 0};
         size_t end = block + blocks_per_wblock < blocks ? block + blocks_per_wblock : blocks;
         for (; block < end; block++) {
+            // Centered codes (q - z + 128) start from -128 * sum(q_x), leaving sum((q - z) * q_x).
             __m512i dot[4][2];
-            for (int m = 0; m < mr; m++)
-                for (int p = 0; p < np; p++) dot[m][p] = _mm512_setzero_si512();
+            for (int m = 0; m < mr; m++) {
+                __m512i start = centered ? _mm512_set1_epi32(-128 * xisums[m * blocks + block]) : _mm512_setzero_si512();
+                for (int p = 0; p < np; p++) dot[m][p] = start;
+            }
             const int8_t *xb = xq + block * 32;
             if (four_bit) {
                 for (int t = 0; t < 4; t++) {
@@ -110,52 +116,71 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
                 }
             }
         }
-        for (int p = 0; p < np; p++) {
-            __m512 offset = _mm512_loadu_ps(offsets + p * panel_floats + wb * 16);
-            for (int m = 0; m < mr; m++) acc[m][p] = _mm512_fnmadd_ps(offset, _mm512_set1_ps(block_sum[m]), acc[m][p]);
+        if (!centered) {
+            for (int p = 0; p < np; p++) {
+                __m512 offset = _mm512_loadu_ps(offsets + p * panel_floats + wb * 16);
+                for (int m = 0; m < mr; m++) acc[m][p] = _mm512_fnmadd_ps(offset, _mm512_set1_ps(block_sum[m]), acc[m][p]);
+            }
         }
     }
     store_tile(acc, mr, np, y, ldy, n0, n, bias);
 }
 
 #define TILE(MR, NP) \
-    tile(w + panel * panel_bytes, panel_bytes, NP, four_bit, luts ? luts + panel * 16 : NULL, kpad, blocks_per_wblock, \
+    tile(w + panel * panel_bytes, panel_bytes, NP, four_bit, luts ? luts + panel * 16 : NULL, centered, kpad, blocks_per_wblock, \
          scales + panel * panel_floats, offsets + panel * panel_floats, panel_floats, xq + m * kpad, \
-         xscales + m * blocks, xsums + m * blocks, MR, y + m * ldy, ldy, panel * 16, n, bias)
+         xscales + m * blocks, xsums + m * blocks, xisums + m * blocks, MR, y + m * ldy, ldy, panel * 16, n, bias)
 
 /// Nibble panels [begin, end) widened to byte panels (LUT applied) in `out`: each 64-byte octet
-/// becomes the two 64-byte quads it holds.
-VNNI static void widen_panels(const uint8_t *w, const uint8_t *luts, size_t kpad, size_t begin, size_t end, uint8_t *out) {
+/// becomes the two 64-byte quads it holds. With `zero_points` (u8, laid out like the scales), each
+/// code q becomes q - z + 128 for its channel's and weight block's zero point z ("centered").
+VNNI static void widen_panels(const uint8_t *w, const uint8_t *luts, const uint8_t *zero_points, size_t blocks_per_wblock,
+                              size_t panel_floats, size_t kpad, size_t begin, size_t end, uint8_t *out) {
     const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
     for (size_t panel = begin; panel < end; panel++) {
         const uint8_t *source = w + panel * kpad * 8;
         uint8_t *target = out + (panel - begin) * kpad * 16;
         __m512i table = luts ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(luts + panel * 16))) : _mm512_setzero_si512();
+        __m512i shift = _mm512_setzero_si512();
+        size_t wblock = (size_t)-1;
         for (size_t octet = 0; octet < kpad / 8; octet++) {
+            if (zero_points && octet / 4 / blocks_per_wblock != wblock) {
+                wblock = octet / 4 / blocks_per_wblock;
+                __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(zero_points + panel * panel_floats + wblock * 16)));
+                shift = _mm512_mullo_epi32(_mm512_sub_epi32(_mm512_set1_epi32(128), z), _mm512_set1_epi32(0x01010101));
+            }
             __m512i v = _mm512_loadu_si512(source + octet * 64);
             __m512i lo = _mm512_and_si512(v, low_nibbles), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
             if (luts) {
                 lo = _mm512_shuffle_epi8(table, lo);
                 hi = _mm512_shuffle_epi8(table, hi);
             }
-            _mm512_storeu_si512(target + octet * 128, lo);
-            _mm512_storeu_si512(target + octet * 128 + 64, hi);
+            _mm512_storeu_si512(target + octet * 128, _mm512_add_epi8(lo, shift));
+            _mm512_storeu_si512(target + octet * 128 + 64, _mm512_add_epi8(hi, shift));
         }
     }
 }
 
-/// From this many rows on, 4-bit panels are widened to bytes once per pair of panels (in a
-/// per-thread buffer) instead of unpacking every octet again for every tile of rows.
-#define WIDEN_FROM_ROWS 8
-
-VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, size_t n, size_t kpad,
-                                  size_t blocks_per_wblock, const float *scales, const float *offsets,
-                                  size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
-                                  const float *xsums, size_t rows, float *y, size_t ldy, const float *bias) {
+/// The kernel for byte panels, centered (q - z + 128, no offsets) or not.
+VNNI INLINE void gemm_panels(const uint8_t *w, int four_bit, const uint8_t *luts, int centered, size_t n, size_t kpad,
+                             size_t blocks_per_wblock, const float *scales, const float *offsets,
+                             size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
+                             const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias) {
     const size_t blocks = kpad / 32;
     const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
     const size_t panel_floats = wblocks * 16;
-    if (four_bit && rows >= WIDEN_FROM_ROWS) {
+    const size_t panel_bytes = four_bit ? kpad * 8 : kpad * 16;
+    SHRINK_FOR_EACH_TILE(rows, panel_begin, panel_end, 4, TILE);
+}
+
+VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points, size_t n,
+                                  size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
+                                  size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
+                                  const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias) {
+    const size_t blocks = kpad / 32;
+    const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
+    const size_t panel_floats = wblocks * 16;
+    if (four_bit && rows >= SHRINK_WIDEN_FROM_ROWS) {
         static __thread uint8_t *widened = NULL;
         static __thread size_t capacity = 0;
         if (capacity < 2 * kpad * 16) {
@@ -166,17 +191,18 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t 
         if (widened) {
             for (size_t first = panel_begin; first < panel_end; first += 2) {
                 size_t last = first + 2 < panel_end ? first + 2 : panel_end;
-                widen_panels(w, luts, kpad, first, last, widened);
+                const uint8_t *centering = luts ? NULL : zero_points;
+                widen_panels(w, luts, centering, blocks_per_wblock, panel_floats, kpad, first, last, widened);
                 // The pair as panels 0 and 1 of their own: channels, tables and outputs from `first`.
-                shrink_gemm_u8s8_panels(widened, 0, NULL, n - first * 16, kpad, blocks_per_wblock, scales + first * panel_floats,
-                                        offsets + first * panel_floats, 0, last - first, xq, xscales, xsums, rows, y + first * 16, ldy,
-                                        bias ? bias + first * 16 : NULL);
+                gemm_panels(widened, 0, NULL, centering != NULL, n - first * 16, kpad, blocks_per_wblock, scales + first * panel_floats,
+                            offsets + first * panel_floats, 0, last - first, xq, xscales, xsums, xisums, rows, y + first * 16, ldy,
+                            bias ? bias + first * 16 : NULL);
             }
             return;
         }
     }
-    const size_t panel_bytes = four_bit ? kpad * 8 : kpad * 16;
-    SHRINK_FOR_EACH_TILE(rows, panel_begin, panel_end, 4, TILE);
+    gemm_panels(w, four_bit, luts, 0, n, kpad, blocks_per_wblock, scales, offsets, panel_begin, panel_end, xq, xscales, xsums, xisums,
+                rows, y, ldy, bias);
 }
 
 AVX512_READ uint64_t shrink_read_sum_u64(const uint64_t *values, size_t count) {
@@ -203,16 +229,16 @@ uint64_t shrink_read_sum_u64(const uint64_t *values, size_t count) {
 }
 
 void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, size_t kpad, int8_t *xq,
-                             float *scales, float *sums) {
-    (void)x, (void)rows, (void)k, (void)ldx, (void)kpad, (void)xq, (void)scales, (void)sums;
+                             float *scales, float *sums, int32_t *integer_sums) {
+    (void)x, (void)rows, (void)k, (void)ldx, (void)kpad, (void)xq, (void)scales, (void)sums, (void)integer_sums;
 }
 
-void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, size_t n, size_t kpad,
-                             size_t blocks_per_wblock, const float *scales, const float *offsets,
+void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points, size_t n,
+                             size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                              size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
-                             const float *xsums, size_t rows, float *y, size_t ldy, const float *bias) {
-    (void)w, (void)four_bit, (void)luts, (void)n, (void)kpad, (void)blocks_per_wblock, (void)scales, (void)offsets;
-    (void)panel_begin, (void)panel_end, (void)xq, (void)xscales, (void)xsums, (void)rows, (void)y, (void)ldy, (void)bias;
+                             const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias) {
+    (void)w, (void)four_bit, (void)luts, (void)zero_points, (void)n, (void)kpad, (void)blocks_per_wblock, (void)scales, (void)offsets;
+    (void)panel_begin, (void)panel_end, (void)xq, (void)xscales, (void)xsums, (void)xisums, (void)rows, (void)y, (void)ldy, (void)bias;
 }
 
 #endif

@@ -209,16 +209,25 @@ AVX512 void shrink_attention_head_f32(const float *q, const float *k, const floa
     }
     __mmask16 masks[8];
     for (size_t c = 0; c < chunks; c++) masks[c] = tail_mask(head_size - c * 16);
+    float query[128];
     for (size_t i = 0; i < length; i++) {
-        const float *query = q + i * stride;
+        for (size_t c = 0; c < chunks; c++) {
+            _mm512_storeu_ps(query + c * 16, _mm512_mul_ps(_mm512_maskz_loadu_ps(masks[c], q + i * stride + c * 16), _mm512_set1_ps(scale)));
+        }
         __m512 largest = _mm512_set1_ps(-INFINITY);
         for (size_t j = 0; j < padded; j += 16) {
-            __m512 sum = _mm512_setzero_ps();
-            for (size_t d = 0; d < head_size; d++) {
-                sum = _mm512_fmadd_ps(_mm512_set1_ps(query[d] * scale), _mm512_loadu_ps(keys + d * padded + j), sum);
+            // Four partial sums, so that the FMAs do not wait on one another.
+            __m512 sum[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+            size_t d = 0;
+            for (; d + 4 <= head_size; d += 4) {
+                for (int u = 0; u < 4; u++) {
+                    sum[u] = _mm512_fmadd_ps(_mm512_set1_ps(query[d + u]), _mm512_loadu_ps(keys + (d + u) * padded + j), sum[u]);
+                }
             }
-            _mm512_storeu_ps(scores + j, sum);
-            largest = _mm512_mask_max_ps(largest, tail_mask(length - j), largest, sum);
+            for (; d < head_size; d++) sum[0] = _mm512_fmadd_ps(_mm512_set1_ps(query[d]), _mm512_loadu_ps(keys + d * padded + j), sum[0]);
+            __m512 total = _mm512_add_ps(_mm512_add_ps(sum[0], sum[1]), _mm512_add_ps(sum[2], sum[3]));
+            _mm512_storeu_ps(scores + j, total);
+            largest = _mm512_mask_max_ps(largest, tail_mask(length - j), largest, total);
         }
         __m512 maximum = _mm512_set1_ps(_mm512_reduce_max_ps(largest));
         __m512 total = _mm512_setzero_ps();

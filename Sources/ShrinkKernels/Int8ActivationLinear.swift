@@ -44,10 +44,12 @@ public final class Int8ActivationLinear: LinearOperator, @unchecked Sendable {
         let kpad = weights.paddedColumns, blocks = kpad / 32
         let panels = weights.panels
         let workers = workerCount(threads: threads, work: rows * outFeatures * inFeatures, outFeatures: panels, minimumWork: minimumWorkPerThread)
-        // Quantized rows, then per row and block a scale and a sum, in the reused scratch.
-        scratch.withBytes(rows * kpad + 8 * rows * blocks) { bytes in
+        // Quantized rows, then per row and block a scale, a sum and an integer sum, in the reused scratch.
+        scratch.withBytes(rows * kpad + 12 * rows * blocks) { bytes in
             let quantized = bytes.bindMemory(to: Int8.self, capacity: rows * kpad)
             let scales = (bytes + rows * kpad).bindMemory(to: Float.self, capacity: 2 * rows * blocks)
+            let sums = scales + rows * blocks
+            let integerSums = (bytes + rows * kpad + 8 * rows * blocks).bindMemory(to: Int32.self, capacity: rows * blocks)
             x.withUnsafeBufferPointer { input in
                 let source = input.baseAddress!
                 // Rows are quantized independently: split over the same workers when there are enough.
@@ -55,14 +57,15 @@ public final class Int8ActivationLinear: LinearOperator, @unchecked Sendable {
                 WorkerPool.shared.run(quantizers) { worker in
                     let first = rows * worker / quantizers, count = rows * (worker + 1) / quantizers - first
                     variant.quantizeRows(source + first * inFeatures, rows: count, k: inFeatures, ldx: inFeatures, kpad: kpad,
-                                         into: quantized + first * kpad, scales: scales + first * blocks, sums: scales + (rows + first) * blocks)
+                                         into: quantized + first * kpad, scales: scales + first * blocks, sums: sums + first * blocks,
+                                         integerSums: integerSums + first * blocks)
                 }
             }
             y.withUnsafeMutableBufferPointer { output in
                 let out = output.baseAddress!
                 WorkerPool.shared.run(workers) { worker in
                     let range = (panels * worker / workers)..<(panels * (worker + 1) / workers)
-                    variant.gemm(weights, panels: range, xq: quantized, xScales: scales, xSums: scales + rows * blocks, rows: rows,
+                    variant.gemm(weights, panels: range, xq: quantized, xScales: scales, xSums: sums, xIntegerSums: integerSums, rows: rows,
                                  y: out, ldy: outFeatures, bias: biasValues.map { UnsafePointer($0) })
                 }
             }

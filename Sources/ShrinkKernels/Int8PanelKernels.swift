@@ -16,11 +16,11 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
     public static let best: IntegerKernelVariant = available.last!
 
     /// Quantizes `rows` rows of `k` floats (stride `ldx`) into int8 rows of `kpad` inputs, with one
-    /// scale and one block sum per 32 inputs.
+    /// scale, one block sum and one integer block sum per 32 inputs.
     func quantizeRows(_ x: UnsafePointer<Float>, rows: Int, k: Int, ldx: Int, kpad: Int, into xq: UnsafeMutablePointer<Int8>,
-                      scales: UnsafeMutablePointer<Float>, sums: UnsafeMutablePointer<Float>) {
+                      scales: UnsafeMutablePointer<Float>, sums: UnsafeMutablePointer<Float>, integerSums: UnsafeMutablePointer<Int32>) {
         switch self {
-        case .avx512vnni: shrink_quantize_rows_s8(x, rows, k, ldx, kpad, xq, scales, sums)
+        case .avx512vnni: shrink_quantize_rows_s8(x, rows, k, ldx, kpad, xq, scales, sums, integerSums)
         case .swift:
             let blocks = kpad / 32
             for m in 0..<rows {
@@ -38,6 +38,7 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
                     }
                     let scale = largest / 127
                     scales[m * blocks + block] = scale
+                    integerSums[m * blocks + block] = sum
                     sums[m * blocks + block] = scale * Float(sum)
                 }
             }
@@ -47,16 +48,20 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
     /// `y[m · ldy + c]` for `m < rows` and the channels of panels `panels` (see
     /// `shrink_gemm_u8s8_panels`).
     func gemm(_ w: Int8PanelWeights, panels: Range<Int>, xq: UnsafePointer<Int8>, xScales: UnsafePointer<Float>,
-              xSums: UnsafePointer<Float>, rows: Int, y: UnsafeMutablePointer<Float>, ldy: Int, bias: UnsafePointer<Float>?) {
+              xSums: UnsafePointer<Float>, xIntegerSums: UnsafePointer<Int32>, rows: Int, y: UnsafeMutablePointer<Float>, ldy: Int,
+              bias: UnsafePointer<Float>?) {
         let luts = w.luts.map { UnsafePointer($0.baseAddress!) }
         let codes = UnsafePointer(w.codes.baseAddress!), scales = UnsafePointer(w.scales.baseAddress!)
         let offsets = UnsafePointer(w.offsets.baseAddress!)
+        let zeroPoints = w.zeroPoints.map { UnsafePointer($0.baseAddress!) }
         switch self {
         case .avx512vnni:
-            shrink_gemm_u8s8_panels(codes, w.fourBit ? 1 : 0, luts, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales, offsets,
-                                    panels.lowerBound, panels.upperBound, xq, xScales, xSums, rows, y, ldy, bias)
+            shrink_gemm_u8s8_panels(codes, w.fourBit ? 1 : 0, luts, zeroPoints, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
+                                    offsets, panels.lowerBound, panels.upperBound, xq, xScales, xSums, xIntegerSums, rows, y, ldy, bias)
         case .swift:
             let kpad = w.paddedColumns, blocks = kpad / 32, panelFloats = w.weightBlocks * 16
+            // The centered form: codes q − z + 128 against −128 · Σ q_x, and no offset term.
+            let centered = w.fourBit && luts == nil && rows >= Int(SHRINK_WIDEN_FROM_ROWS) ? zeroPoints : nil
             for panel in panels {
                 for lane in 0..<16 where panel * 16 + lane < w.rows {
                     for m in 0..<rows {
@@ -64,19 +69,22 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
                         var block = 0, weightBlock = 0
                         while block < blocks {
                             let scale = scales[panel * panelFloats + weightBlock * 16 + lane]
+                            let shift = centered.map { 128 - Int32($0[panel * panelFloats + weightBlock * 16 + lane]) } ?? 0
                             var blockSum: Float = 0
                             let end = min(block + w.blocksPerWeightBlock, blocks)
                             while block < end {
-                                var dot: Int32 = 0
+                                var dot: Int32 = centered == nil ? 0 : -128 * xIntegerSums[m * blocks + block]
                                 for i in 0..<32 {
                                     let code = w.code(panel: panel, lane: lane, input: block * 32 + i, codes: codes, luts: luts)
-                                    dot += Int32(code) * Int32(xq[m * kpad + block * 32 + i])
+                                    dot += (Int32(code) + shift) * Int32(xq[m * kpad + block * 32 + i])
                                 }
                                 acc = acc.addingProduct(Float(dot), scale * xScales[m * blocks + block])
                                 blockSum += xSums[m * blocks + block]
                                 block += 1
                             }
-                            acc = acc.addingProduct(-offsets[panel * panelFloats + weightBlock * 16 + lane], blockSum)
+                            if centered == nil {
+                                acc = acc.addingProduct(-offsets[panel * panelFloats + weightBlock * 16 + lane], blockSum)
+                            }
                             weightBlock += 1
                         }
                         y[m * ldy + panel * 16 + lane] = acc + (bias?[panel * 16 + lane] ?? 0)

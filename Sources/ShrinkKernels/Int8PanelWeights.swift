@@ -34,9 +34,12 @@ public final class Int8PanelWeights: @unchecked Sendable {
     let luts: UnsafeMutableBufferPointer<UInt8>?
     let scales: UnsafeMutableBufferPointer<Float>
     let offsets: UnsafeMutableBufferPointer<Float>
+    /// For 4-bit affine codes whose offsets are `scale · z` with integer `z`: the `z`s, laid out
+    /// like the scales (the kernels' centered form, see `shrink_kernels.h`); else `nil`.
+    let zeroPoints: UnsafeMutableBufferPointer<UInt8>?
 
-    /// Bytes held by the packed weight (codes, LUTs, scales and offsets).
-    public var byteCount: Int { codes.count + (luts?.count ?? 0) + 4 * (scales.count + offsets.count) }
+    /// Bytes held by the packed weight (codes, LUTs, scales, offsets and zero points).
+    public var byteCount: Int { codes.count + (luts?.count ?? 0) + 4 * (scales.count + offsets.count) + (zeroPoints?.count ?? 0) }
 
     /// The codes of one layer before packing: row-major `rows × columns` codes (or LUT indices),
     /// per-row and per-weight-block scales and offsets, and optional per-row 16-byte LUTs.
@@ -108,6 +111,21 @@ public final class Int8PanelWeights: @unchecked Sendable {
                 offsets[target] = matrix.rowOffsets[row * weightBlocks + block]
             }
         }
+        zeroPoints = nibbles && sharedLUTs == nil && matrix.exact ? Self.integerZeroPoints(scales: scales, offsets: offsets) : nil
+    }
+
+    /// `offsets[i] / scales[i]` for every group when each is an integer in 0…15 and `scales[i] · z`
+    /// reproduces the offset exactly (a zero scale takes `z` = 0); else `nil`.
+    static func integerZeroPoints(scales: UnsafeMutableBufferPointer<Float>, offsets: UnsafeMutableBufferPointer<Float>) -> UnsafeMutableBufferPointer<UInt8>? {
+        var values = [UInt8](repeating: 0, count: scales.count)
+        for index in 0..<scales.count where scales[index] != 0 || offsets[index] != 0 {
+            let z = (offsets[index] / scales[index]).rounded()
+            guard z.isFinite, z >= 0, z <= 15, scales[index] * z == offsets[index] else { return nil }
+            values[index] = UInt8(z)
+        }
+        let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: values.count)
+        _ = buffer.initialize(from: values)
+        return buffer
     }
 
     /// How far a packed weight of output channel `row` may be from the stored weight: 0 when the
@@ -121,6 +139,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
         luts?.deallocate()
         scales.deallocate()
         offsets.deallocate()
+        zeroPoints?.deallocate()
     }
 
     static func pack(_ source: UnsafePointer<UInt8>, rows: Int, columns: Int, nibbles: Bool, panelBytes: Int,

@@ -99,9 +99,16 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 // scales and offsets hold, per panel and weight block, 16 floats (one per channel).
 // Activations are quantized per row in blocks of 32 inputs: x ~ s * q with s = max|x| / 127,
 // q = round-to-nearest-even(x * (127 / max|x|)) in [-127, 127] (q = 0, s = 0 for an all-zero
-// block); the block sum is s * sum(q).
+// block); per block the integer sum(q) and the block sum s * sum(q).
 // Then y[m][n] = bias[n] + sum over weight blocks of (a * sum over its activation blocks of
-// (s * sum(q_x * q_w)) - o * sum of its activation block sums).
+// (s * sum(q_x * q_w)) - o * sum over its activation blocks of s * sum(q_x)).
+// Centered form (4-bit affine codes with integer zero points z, o = a * z, from
+// SHRINK_WIDEN_FROM_ROWS rows on): the codes are widened to bytes q - z + 128 and each activation
+// block contributes a * s * (sum(q_x * (q_w - z + 128)) - 128 * sum(q_x)), with no offset term.
+
+/// From this many rows on, 4-bit panels are widened to bytes once per pair of panels (in a
+/// per-thread buffer) instead of unpacking every octet again for every tile of rows.
+#define SHRINK_WIDEN_FROM_ROWS 8
 
 /// The wrapping sum of count 64-bit values, read with 64-byte loads into eight accumulators: the
 /// read-bandwidth probe benchmarks compare kernels against (callers check shrink_cpu_has_avx512).
@@ -111,15 +118,17 @@ uint64_t shrink_read_sum_u64(const uint64_t *values, size_t count);
 int shrink_cpu_has_avx512_vnni(void);
 
 /// Quantizes `rows` rows of `k` floats (row stride `ldx`) into int8 rows of `kpad` (zero padded),
-/// with `kpad / 32` scales and block sums per row.
+/// with `kpad / 32` scales, block sums and integer block sums per row.
 void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, size_t kpad, int8_t *xq,
-                             float *scales, float *sums);
+                             float *scales, float *sums, int32_t *integer_sums);
 
 /// y[m * ldy + c] for m < rows and the channels c < n of panels [panel_begin, panel_end) (bias
-/// may be NULL; luts is NULL unless nibble indices go through per-panel LUTs).
-void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, size_t n, size_t kpad,
-                             size_t blocks_per_wblock, const float *scales, const float *offsets,
+/// may be NULL; luts is NULL unless nibble indices go through per-panel LUTs; zero_points, laid
+/// out like the scales, is NULL unless the nibble codes are affine with o = a * z, which allows the
+/// centered form).
+void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points, size_t n,
+                             size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                              size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
-                             const float *xsums, size_t rows, float *y, size_t ldy, const float *bias);
+                             const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias);
 
 #endif
