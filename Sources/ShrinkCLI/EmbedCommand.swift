@@ -49,11 +49,15 @@ enum EmbedCommand {
         var lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }).map(String.init)
         if lines.last == "" { lines.removeLast() }
         let ids = lines.map(tokenizer.encode)
-        var embeddings: [Float] = []
-        embeddings.reserveCapacity(ids.count * encoder.config.hiddenSize)
+        let hidden = encoder.config.hiddenSize
+        var embeddings = [Float](repeating: 0, count: ids.count * hidden)
         let start = Date()
-        for batchStart in stride(from: 0, to: ids.count, by: batchSize) {
-            for embedding in encoder.embed(Array(ids[batchStart..<min(batchStart + batchSize, ids.count)])) { embeddings += embedding }
+        embeddings.withUnsafeMutableBufferPointer { output in
+            for batchStart in stride(from: 0, to: ids.count, by: batchSize) {
+                let batchEnd = min(batchStart + batchSize, ids.count)
+                encoder.embed(Array(ids[batchStart..<batchEnd]),
+                              into: UnsafeMutableBufferPointer(rebasing: output[(batchStart * hidden)..<(batchEnd * hidden)]))
+            }
         }
         let seconds = Date().timeIntervalSince(start)
         try SafetensorsWriter.write([("embeddings", try DenseTensor(converting: embeddings, shape: [ids.count, encoder.config.hiddenSize]))],

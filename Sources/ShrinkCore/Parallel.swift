@@ -22,14 +22,25 @@ extension Parallel {
     /// `minimumPerThread` items in each before a range is handed to another thread. The split
     /// depends only on `count` and the worker count, never on timing.
     public static func forEachRange(_ count: Int, threads: Int, minimumPerThread: Int = 1, _ body: @Sendable (Range<Int>) -> Void) {
-        let workers = max(1, min(threads, count / max(1, minimumPerThread)))
+        let workers = workers(count, threads: threads, minimumPerThread: minimumPerThread)
         if workers == 1 {
             body(0..<count)
             return
         }
-        WorkerPool.shared.run(workers) { worker in
-            body((count * worker / workers)..<(count * (worker + 1) / workers))
-        }
+        WorkerPool.shared.run(workers) { worker in body(range(worker: worker, of: workers, count: count)) }
+    }
+}
+
+extension Parallel {
+    /// How many workers `forEachRange` uses for `count` items.
+    public static func workers(_ count: Int, threads: Int, minimumPerThread: Int = 1) -> Int {
+        max(1, min(threads, count / max(1, minimumPerThread)))
+    }
+
+    /// Worker `worker`'s contiguous share of `0..<count` split over `workers` (as `forEachRange` splits).
+    @inlinable
+    public static func range(worker: Int, of workers: Int, count: Int) -> Range<Int> {
+        (count * worker / workers)..<(count * (worker + 1) / workers)
     }
 }
 

@@ -27,39 +27,68 @@ public final class WorkerPool: @unchecked Sendable {
     /// Guards `workers` growth.
     private let growthLock = NSLock()
     private var workers = 0
-    nonisolated(unsafe) private var job: ((Int) -> Void)?
+    nonisolated(unsafe) private var jobFunction: ParallelJobFunction?
+    nonisolated(unsafe) private var jobContext: UnsafeRawPointer?
     nonisolated(unsafe) private var jobCount = 0
 
     /// A pool of its own (its workers live as long as the process); kernels use `shared`.
     public init() {}
 
     /// Runs `body(i)` for every `i` in `0..<count` (index 0 on the calling thread) and waits for all.
+    /// Handing a closure to the workers boxes it (one heap allocation per call); `run(_:_:)` with a
+    /// `ParallelJob` does not allocate.
     public func run(_ count: Int, _ body: (Int) -> Void) {
         guard count > 1 else {
             if count == 1 { body(0) }
             return
         }
+        withoutActuallyEscaping(body) { body in
+            withUnsafePointer(to: body) { pointer in
+                run(count, function: { context, index, _ in context.assumingMemoryBound(to: ((Int) -> Void).self).pointee(index) },
+                    context: UnsafeRawPointer(pointer))
+            }
+        }
+    }
+
+    /// Runs `job` as workers `0..<count` (worker 0 on the calling thread) and waits for all, without
+    /// allocating: the workers get a pointer to `job` on this thread's stack.
+    @inlinable
+    public func run<Job: ParallelJob>(_ count: Int, _ job: Job) {
+        guard count > 1 else {
+            if count == 1 { job.run(worker: 0, of: 1) }
+            return
+        }
+        withUnsafePointer(to: job) { pointer in run(count, function: Job.function, context: UnsafeRawPointer(pointer)) }
+    }
+
+    /// Calls `function(context, i, count)` for every `i` in `0..<count` (0 on the calling thread)
+    /// and waits for all; `context` must stay valid until then.
+    public func run(_ count: Int, function: ParallelJobFunction, context: UnsafeRawPointer) {
+        guard count > 1 else {
+            if count == 1 { function(context, 0, 1) }
+            return
+        }
         ensureWorkers(count - 1)
         // Busy with another caller's job (or called from inside one): run the indices here, in order.
         guard callerLock.try() else {
-            for index in 0..<count { body(index) }
+            for index in 0..<count { function(context, index, count) }
             return
         }
         defer { callerLock.unlock() }
-        withoutActuallyEscaping(body) { body in
-            job = body
-            jobCount = count
-            remaining.store(count - 1, ordering: .sequentiallyConsistent)
-            generation.add(1, ordering: .sequentiallyConsistent)
-            if sleepers.load(ordering: .sequentiallyConsistent) > 0 {
-                condition.lock()
-                condition.broadcast()
-                condition.unlock()
-            }
-            body(0)
-            while remaining.load(ordering: .acquiring) > 0 { shrink_cpu_relax() }
-            job = nil
+        jobFunction = function
+        jobContext = context
+        jobCount = count
+        remaining.store(count - 1, ordering: .sequentiallyConsistent)
+        generation.add(1, ordering: .sequentiallyConsistent)
+        if sleepers.load(ordering: .sequentiallyConsistent) > 0 {
+            condition.lock()
+            condition.broadcast()
+            condition.unlock()
         }
+        function(context, 0, count)
+        while remaining.load(ordering: .acquiring) > 0 { shrink_cpu_relax() }
+        jobFunction = nil
+        jobContext = nil
     }
 
     private func ensureWorkers(_ count: Int) {
@@ -97,9 +126,22 @@ public final class WorkerPool: @unchecked Sendable {
             }
             seen = current
             if index < jobCount {
-                job!(index)
+                jobFunction!(jobContext!, index, jobCount)
                 remaining.subtract(1, ordering: .releasing)
             }
         }
     }
+}
+
+/// What the pool calls for each worker of a job: `(context, worker, workers)`.
+public typealias ParallelJobFunction = @convention(c) (UnsafeRawPointer, Int, Int) -> Void
+
+/// Work split over a fixed number of workers that the pool runs without a closure, so without a
+/// heap allocation (the kernels' forward passes use these). A conforming type supplies `function`
+/// as `{ context, worker, workers in context.assumingMemoryBound(to: Self.self).pointee.run(worker: worker, of: workers) }`
+/// (a C function pointer cannot be formed generically, so each type writes its own).
+public protocol ParallelJob {
+    static var function: ParallelJobFunction { get }
+    /// Runs worker `worker`'s share of `workers`.
+    func run(worker: Int, of workers: Int)
 }

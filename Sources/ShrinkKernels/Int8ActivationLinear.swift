@@ -51,24 +51,51 @@ public final class Int8ActivationLinear: LinearOperator, @unchecked Sendable {
             let sums = scales + rows * blocks
             let integerSums = (bytes + rows * kpad + 8 * rows * blocks).bindMemory(to: Int32.self, capacity: rows * blocks)
             x.withUnsafeBufferPointer { input in
-                let source = input.baseAddress!
                 // Rows are quantized independently: split over the same workers when there are enough.
-                let quantizers = rows >= 8 * workers ? workers : 1
-                WorkerPool.shared.run(quantizers) { worker in
-                    let first = rows * worker / quantizers, count = rows * (worker + 1) / quantizers - first
-                    variant.quantizeRows(source + first * inFeatures, rows: count, k: inFeatures, ldx: inFeatures, kpad: kpad,
-                                         into: quantized + first * kpad, scales: scales + first * blocks, sums: sums + first * blocks,
-                                         integerSums: integerSums + first * blocks)
-                }
+                WorkerPool.shared.run(rows >= 8 * workers ? workers : 1,
+                                      QuantizeJob(layer: self, x: input.baseAddress!, rows: rows, quantized: quantized, scales: scales,
+                                                  sums: sums, integerSums: integerSums))
             }
             y.withUnsafeMutableBufferPointer { output in
-                let out = output.baseAddress!
-                WorkerPool.shared.run(workers) { worker in
-                    let range = (panels * worker / workers)..<(panels * (worker + 1) / workers)
-                    variant.gemm(weights, panels: range, xq: quantized, xScales: scales, xSums: sums, xIntegerSums: integerSums, rows: rows,
-                                 y: out, ldy: outFeatures, bias: biasValues.map { UnsafePointer($0) })
-                }
+                WorkerPool.shared.run(workers, GemmJob(layer: self, quantized: quantized, scales: scales, sums: sums, integerSums: integerSums,
+                                                       rows: rows, y: output.baseAddress!))
             }
+        }
+    }
+
+    /// Quantizes a forward pass's input rows, split over the workers.
+    struct QuantizeJob: ParallelJob {
+        static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: QuantizeJob.self).pointee.run(worker: worker, of: workers) } }
+        let layer: Int8ActivationLinear
+        let x: UnsafePointer<Float>
+        let rows: Int
+        let quantized: UnsafeMutablePointer<Int8>
+        let scales, sums: UnsafeMutablePointer<Float>
+        let integerSums: UnsafeMutablePointer<Int32>
+
+        func run(worker: Int, of workers: Int) {
+            let part = Parallel.range(worker: worker, of: workers, count: rows)
+            let kpad = layer.weights.paddedColumns, blocks = kpad / 32, first = part.lowerBound
+            layer.variant.quantizeRows(x + first * layer.inFeatures, rows: part.count, k: layer.inFeatures, ldx: layer.inFeatures, kpad: kpad,
+                                       into: quantized + first * kpad, scales: scales + first * blocks, sums: sums + first * blocks,
+                                       integerSums: integerSums + first * blocks)
+        }
+    }
+
+    /// Multiplies the quantized rows with the weight's panels, split over the workers.
+    struct GemmJob: ParallelJob {
+        static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: GemmJob.self).pointee.run(worker: worker, of: workers) } }
+        let layer: Int8ActivationLinear
+        let quantized: UnsafeMutablePointer<Int8>
+        let scales, sums: UnsafeMutablePointer<Float>
+        let integerSums: UnsafeMutablePointer<Int32>
+        let rows: Int
+        let y: UnsafeMutablePointer<Float>
+
+        func run(worker: Int, of workers: Int) {
+            layer.variant.gemm(layer.weights, panels: Parallel.range(worker: worker, of: workers, count: layer.weights.panels), xq: quantized,
+                               xScales: scales, xSums: sums, xIntegerSums: integerSums, rows: rows, y: y, ldy: layer.outFeatures,
+                               bias: layer.biasValues.map { UnsafePointer($0) })
         }
     }
 }

@@ -67,16 +67,26 @@ public final class DenseLinear: LinearOperator, @unchecked Sendable {
         (bias ?? empty).withUnsafeBufferPointer { b in
             x.withUnsafeBufferPointer { input in
                 y.withUnsafeMutableBufferPointer { output in
-                    nonisolated(unsafe) let (inp, out) = (input.baseAddress!, output.baseAddress!)
-                    nonisolated(unsafe) let biasPointer = self.bias == nil ? nil : b.baseAddress
-                    let work: @Sendable (Int) -> Void = { worker in
-                        let range = (self.panelCount * worker / workers)..<(self.panelCount * (worker + 1) / workers)
-                        self.variant.gemmPanels(self.panels, n: self.outFeatures, k: self.inFeatures, panels: range, inp, rows: rows,
-                                                ldx: self.inFeatures, out, ldy: self.outFeatures, bias: biasPointer)
-                    }
-                    if workers == 1 { work(0) } else { WorkerPool.shared.run(workers, work) }
+                    WorkerPool.shared.run(workers, PanelJob(layer: self, x: input.baseAddress!, rows: rows, y: output.baseAddress!,
+                                                            bias: bias == nil ? nil : b.baseAddress))
                 }
             }
+        }
+    }
+
+    /// One forward pass's panels, split over the workers.
+    struct PanelJob: ParallelJob {
+        static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: PanelJob.self).pointee.run(worker: worker, of: workers) } }
+        let layer: DenseLinear
+        let x: UnsafePointer<Float>
+        let rows: Int
+        let y: UnsafeMutablePointer<Float>
+        let bias: UnsafePointer<Float>?
+
+        func run(worker: Int, of workers: Int) {
+            layer.variant.gemmPanels(layer.panels, n: layer.outFeatures, k: layer.inFeatures,
+                                     panels: Parallel.range(worker: worker, of: workers, count: layer.panelCount), x, rows: rows,
+                                     ldx: layer.inFeatures, y, ldy: layer.outFeatures, bias: bias)
         }
     }
 }

@@ -70,12 +70,27 @@ public final class BertEncoder: @unchecked Sendable {
     ///   embedding rows (`check(_:vocabularyFile:)` guarantees it for a tokenizer's output).
     public func embed(_ sequences: [[Int32]]) -> [[Float]] {
         let hidden = config.hiddenSize
+        var output = [Float](repeating: 0, count: sequences.count * hidden)
+        output.withUnsafeMutableBufferPointer { embed(sequences, into: $0) }
+        return (0..<sequences.count).map { Array(output[($0 * hidden)..<(($0 + 1) * hidden)]) }
+    }
+
+    /// Writes the sentence embeddings of `sequences` into `output` (`sequences.count × hiddenSize`
+    /// floats, row after row). Once the encoder has run a batch of at least as many tokens, this
+    /// allocates no heap memory: activations live in a kept workspace, kernels in reused scratch,
+    /// and the threads get their work through `ParallelJob`s.
+    /// - Precondition: as for `embed(_:)`, and `output` holds `sequences.count × hiddenSize` floats.
+    public func embed(_ sequences: [[Int32]], into output: UnsafeMutableBufferPointer<Float>) {
+        let hidden = config.hiddenSize
+        precondition(output.count >= sequences.count * hidden)
         let total = sequences.reduce(0) { $0 + $1.count }
         var work = workspaces.take(tokens: total, hidden: hidden, intermediate: config.intermediateSize)
         defer { workspaces.give(work) }
+        work.lengths.removeAll(keepingCapacity: true)
         var row = 0
         for sequence in sequences {
             precondition(!sequence.isEmpty && sequence.count <= positionEmbeddings.rows)
+            work.lengths.append(sequence.count)
             for (position, id) in sequence.enumerated() {
                 work.states.withUnsafeMutableBufferPointer { buffer in
                     work.context.withUnsafeMutableBufferPointer { scratch in
@@ -89,13 +104,14 @@ public final class BertEncoder: @unchecked Sendable {
             }
         }
         embeddingNorm.apply(&work.states, rows: total, epsilon: config.layerNormEpsilon, threads: threads)
-        let lengths = sequences.map(\.count)
+        let lengths = work.lengths
         for layer in layers { run(layer, work: &work, lengths: lengths) }
         var start = 0
-        return lengths.map { length in
-            var pooled = [Float](repeating: 0, count: hidden)
+        for (index, length) in lengths.enumerated() {
+            let pooled = output.baseAddress! + index * hidden
             switch pooling.mode {
             case .mean:
+                pooled.update(repeating: 0, count: hidden)
                 for token in start..<(start + length) {
                     for column in 0..<hidden { pooled[column] += work.states[token * hidden + column] }
                 }
@@ -104,9 +120,11 @@ public final class BertEncoder: @unchecked Sendable {
                 for column in 0..<hidden { pooled[column] = work.states[start * hidden + column] }
             }
             start += length
-            guard pooling.normalize else { return pooled }
-            let norm = max(sqrt(pooled.reduce(0) { $0 + $1 * $1 }), 1e-12)
-            return pooled.map { $0 / norm }
+            guard pooling.normalize else { continue }
+            var squares: Float = 0
+            for column in 0..<hidden { squares += pooled[column] * pooled[column] }
+            let norm = max(sqrt(squares), 1e-12)
+            for column in 0..<hidden { pooled[column] /= norm }
         }
     }
 
@@ -116,6 +134,10 @@ public final class BertEncoder: @unchecked Sendable {
         var tokens: Int
         var states, query, key, value, context, projected: [Float]
         var intermediate: [Float]
+        /// The token count of each sentence of the pass.
+        var lengths: [Int] = []
+        /// Attention scratch, `Attention.scratch` floats per thread.
+        var attentionScratch: [Float] = []
 
         init(tokens: Int, hidden: Int, intermediate: Int) {
             self.tokens = tokens
@@ -150,22 +172,36 @@ public final class BertEncoder: @unchecked Sendable {
         layer.query.forward(work.states, rows: total, into: &work.query)
         layer.key.forward(work.states, rows: total, into: &work.key)
         layer.value.forward(work.states, rows: total, into: &work.value)
+        let scratchPerWorker = Attention.scratch(longest: lengths.max() ?? 0, headSize: hidden / config.heads)
+        if work.attentionScratch.count < threads * scratchPerWorker {
+            work.attentionScratch = [Float](repeating: 0, count: threads * scratchPerWorker)
+        }
         Attention.run(query: work.query, key: work.key, value: work.value, lengths: lengths, hidden: hidden, heads: config.heads,
-                      threads: threads, into: &work.context)
+                      threads: threads, scratch: &work.attentionScratch, into: &work.context)
         layer.attentionOutput.forward(work.context, rows: total, into: &work.projected)
         layer.attentionNorm.apply(&work.projected, adding: work.states, rows: total, epsilon: config.layerNormEpsilon, threads: threads)
         layer.intermediate.forward(work.projected, rows: total, into: &work.intermediate)
         let intermediateCount = total * config.intermediateSize
         work.intermediate.withUnsafeMutableBufferPointer { buffer in
-            nonisolated(unsafe) let values = buffer.baseAddress!
-            Parallel.forEachRange(intermediateCount, threads: threads, minimumPerThread: 1 << 16) { range in
-                KernelVariant.best.gelu(values + range.lowerBound, range.count)
-            }
+            WorkerPool.shared.run(Parallel.workers(intermediateCount, threads: threads, minimumPerThread: 1 << 16),
+                                  GELUJob(values: buffer.baseAddress!, count: intermediateCount))
         }
         layer.output.forward(work.intermediate, rows: total, into: &work.states)
         layer.outputNorm.apply(&work.states, adding: work.projected, rows: total, epsilon: config.layerNormEpsilon, threads: threads)
     }
 
+}
+
+/// In-place GELU over `count` values, split over the workers.
+struct GELUJob: ParallelJob {
+    static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: GELUJob.self).pointee.run(worker: worker, of: workers) } }
+    let values: UnsafeMutablePointer<Float>
+    let count: Int
+
+    func run(worker: Int, of workers: Int) {
+        let range = Parallel.range(worker: worker, of: workers, count: count)
+        KernelVariant.best.gelu(values + range.lowerBound, range.count)
+    }
 }
 
 /// Scaled dot-product attention, sentence by sentence and head by head (threads split the
@@ -179,8 +215,15 @@ enum Attention {
     /// path's register tiles pay off on long sequences).
     static let fusedLength = 64
 
+    /// The scratch floats one thread needs for sequences of up to `longest` tokens.
+    static func scratch(longest: Int, headSize: Int) -> Int {
+        longest <= fusedLength && headSize <= 128 ? KernelVariant.attentionScratch(length: longest, headSize: headSize)
+                                                  : 3 * longest * headSize + longest * longest
+    }
+
+    /// `scratch` holds `threads × scratch(longest:headSize:)` floats.
     static func run(query: [Float], key: [Float], value: [Float], lengths: [Int], hidden: Int, heads: Int, threads: Int,
-                    into context: inout [Float]) {
+                    scratch: inout [Float], into context: inout [Float]) {
         let headSize = hidden / heads
         let scale = 1 / sqrt(Float(headSize))
         let longest = lengths.max() ?? 0
@@ -190,34 +233,50 @@ enum Attention {
                 value.withUnsafeBufferPointer { v in
                     context.withUnsafeMutableBufferPointer { c in
                         lengths.withUnsafeBufferPointer { lengthBuffer in
-                            nonisolated(unsafe) let (query, key, value, context) = (q.baseAddress!, k.baseAddress!, v.baseAddress!, c.baseAddress!)
-                            nonisolated(unsafe) let lengths = lengthBuffer
-                            let pairs = lengths.count * heads
-                            Parallel.forEachRange(pairs, threads: work >= 1 << 20 ? threads : 1) { range in
-                                // Token offset of the range's first sentence, then advanced sentence by sentence.
-                                var sentence = range.lowerBound / heads
-                                var start = lengths[0..<sentence].reduce(0, +)
-                                let kernel = KernelVariant.best
-                                let fused = longest <= fusedLength && headSize <= 128
-                                withUnsafeTemporaryAllocation(of: Float.self, capacity: fused ? KernelVariant.attentionScratch(length: longest, headSize: headSize)
-                                                                                         : 3 * longest * headSize + longest * longest) { block in
-                                    let scratch = block.baseAddress!
-                                    for pair in range {
-                                        let (pairSentence, head) = pair.quotientAndRemainder(dividingBy: heads)
-                                        while sentence < pairSentence { start += lengths[sentence]; sentence += 1 }
-                                        let length = lengths[sentence], offset = start * hidden + head * headSize
-                                        if fused {
-                                            kernel.attentionHead(q: query + offset, k: key + offset, v: value + offset, length: length, headSize: headSize,
-                                                                 stride: hidden, scale: scale, scratch: scratch, out: context + offset)
-                                        } else {
-                                            tiled(query: query + offset, key: key + offset, value: value + offset, length: length, headSize: headSize,
-                                                  hidden: hidden, scale: scale, scratch: scratch, capacity: longest, into: context + offset)
-                                        }
-                                    }
-                                }
+                            scratch.withUnsafeMutableBufferPointer { scratchBuffer in
+                                let job = HeadsJob(query: q.baseAddress!, key: k.baseAddress!, value: v.baseAddress!, context: c.baseAddress!,
+                                                   lengths: lengthBuffer, hidden: hidden, heads: heads, scale: scale, longest: longest,
+                                                   scratch: scratchBuffer.baseAddress!)
+                                WorkerPool.shared.run(work >= 1 << 20 ? Parallel.workers(lengths.count * heads, threads: threads) : 1, job)
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// The (sentence, head) pairs of a batch, split over the workers.
+    struct HeadsJob: ParallelJob {
+        static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: HeadsJob.self).pointee.run(worker: worker, of: workers) } }
+        let query, key, value: UnsafePointer<Float>
+        let context: UnsafeMutablePointer<Float>
+        let lengths: UnsafeBufferPointer<Int>
+        let hidden, heads: Int
+        let scale: Float
+        let longest: Int
+        /// `scratch(longest:headSize:)` floats per worker.
+        let scratch: UnsafeMutablePointer<Float>
+
+        func run(worker: Int, of workers: Int) {
+            let range = Parallel.range(worker: worker, of: workers, count: lengths.count * heads)
+            let headSize = hidden / heads
+            // Token offset of the range's first sentence, then advanced sentence by sentence.
+            var sentence = range.lowerBound / heads
+            var start = lengths[0..<sentence].reduce(0, +)
+            let kernel = KernelVariant.best
+            let fused = longest <= fusedLength && headSize <= 128
+            let scratch = self.scratch + worker * Attention.scratch(longest: longest, headSize: headSize)
+            for pair in range {
+                let (pairSentence, head) = pair.quotientAndRemainder(dividingBy: heads)
+                while sentence < pairSentence { start += lengths[sentence]; sentence += 1 }
+                let length = lengths[sentence], offset = start * hidden + head * headSize
+                if fused {
+                    kernel.attentionHead(q: query + offset, k: key + offset, v: value + offset, length: length, headSize: headSize,
+                                         stride: hidden, scale: scale, scratch: scratch, out: context + offset)
+                } else {
+                    tiled(query: query + offset, key: key + offset, value: value + offset, length: length, headSize: headSize,
+                          hidden: hidden, scale: scale, scratch: scratch, capacity: longest, into: context + offset)
                 }
             }
         }
@@ -273,15 +332,28 @@ struct LayerNormWeights {
             beta.withUnsafeBufferPointer { b in
                 extra.withUnsafeBufferPointer { r in
                     values.withUnsafeMutableBufferPointer { buffer in
-                        nonisolated(unsafe) let (gamma, beta, base) = (g.baseAddress!, b.baseAddress!, buffer.baseAddress!)
-                        nonisolated(unsafe) let add = residual == nil ? nil : r.baseAddress
-                        Parallel.forEachRange(rows, threads: threads, minimumPerThread: 64) { range in
-                            KernelVariant.best.addLayerNorm(base + range.lowerBound * size, residual: add.map { $0 + range.lowerBound * size },
-                                                            rows: range.count, size, gamma: gamma, beta: beta, epsilon: epsilon)
-                        }
+                        WorkerPool.shared.run(Parallel.workers(rows, threads: threads, minimumPerThread: 64),
+                                              LayerNormJob(values: buffer.baseAddress!, residual: residual == nil ? nil : r.baseAddress, rows: rows,
+                                                           size: size, gamma: g.baseAddress!, beta: b.baseAddress!, epsilon: epsilon))
                     }
                 }
             }
         }
+    }
+}
+
+/// `values = LayerNorm(values + residual)` over `rows` rows, split over the workers.
+struct LayerNormJob: ParallelJob {
+    static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: LayerNormJob.self).pointee.run(worker: worker, of: workers) } }
+    let values: UnsafeMutablePointer<Float>
+    let residual: UnsafePointer<Float>?
+    let rows, size: Int
+    let gamma, beta: UnsafePointer<Float>
+    let epsilon: Float
+
+    func run(worker: Int, of workers: Int) {
+        let range = Parallel.range(worker: worker, of: workers, count: rows)
+        KernelVariant.best.addLayerNorm(values + range.lowerBound * size, residual: residual.map { $0 + range.lowerBound * size },
+                                        rows: range.count, size, gamma: gamma, beta: beta, epsilon: epsilon)
     }
 }

@@ -1,3 +1,4 @@
+import CAllocationCounter
 import Foundation
 import Testing
 import Shrink
@@ -67,6 +68,40 @@ import ShrinkTestSupport
         for index in [0, 1, 100, 258] {
             let cosine = Self.cosine(encoder.embed([tokenizer.encode(sentences[index])])[0], reference[index])
             #expect(cosine >= 0.995, "int8 sentence \(index): cosine \(cosine)")
+        }
+    }
+
+    /// Once warmed up on a batch, a forward pass (`embed(_:into:)`) makes no heap allocation on the
+    /// calling thread, which also runs worker 0 of every parallel job and hands the others out:
+    /// fp32, int8 and 4-bit (affine blocks, centered path; palette) weights, batches of 1 and 32.
+    @Test(arguments: [nil, #"{"global": {"quantize": {"bits": 8}}, "weight_threshold": 2048}"#,
+                      #"{"global": {"quantize": {"bits": 4, "mode": "affine", "signed": false, "granularity": "per_block"}}, "weight_threshold": 2048}"#,
+                      #"{"global": {"palettize": {"bits": 4}}, "weight_threshold": 2048}"#])
+    func forwardPassesDoNotAllocate(recipeJSON: String?) throws {
+        let folder = TemporaryDirectory()
+        var weights = TestModels.miniLM + "/model.safetensors"
+        if let recipeJSON {
+            try Data(recipeJSON.utf8).write(to: URL(fileURLWithPath: folder.file("recipe.json")))
+            weights = folder.file("model.safetensors")
+            _ = try ModelCompressor.compress(model: try ModelLocation.resolve(TestModels.miniLM), recipe: try Recipe.load(path: folder.file("recipe.json")),
+                                             output: weights)
+        }
+        let encoder = try BertEncoder(config: try BertConfig(path: TestModels.miniLM + "/config.json"),
+                                      pooling: try SentencePooling(folder: TestModels.miniLM), source: try WeightSource(path: weights, threads: 2))
+        let tokenizer = try WordPieceTokenizer(vocabularyFile: TestModels.miniLM + "/vocab.txt")
+        let ids = try Self.referenceSentences().prefix(32).map(tokenizer.encode)
+        for batch in [[ids[3]], ids] {
+            var output = [Float](repeating: 0, count: batch.count * 384)
+            try output.withUnsafeMutableBufferPointer { buffer in
+                encoder.embed(batch, into: buffer)
+                shrink_count_allocations_begin()
+                encoder.embed(batch, into: buffer)
+                let allocations = shrink_count_allocations_end()
+                #expect(allocations == 0, "\(recipeJSON ?? "fp32"), batch of \(batch.count): \(allocations) allocations")
+                let reference = try Self.referenceEmbeddings()
+                // The outputs are real embeddings (4-bit round-to-nearest drifts most, to about 0.95).
+                #expect(Self.cosine(Array(buffer.prefix(384)), reference[batch.count == 1 ? 3 : 0]) >= 0.9)
+            }
         }
     }
 

@@ -1,0 +1,13 @@
+#ifndef SHRINK_ALLOCATION_COUNTER_H
+#define SHRINK_ALLOCATION_COUNTER_H
+
+#include <stddef.h>
+
+/// Starts counting the calling thread's heap allocations (malloc, calloc, realloc, posix_memalign,
+/// aligned_alloc).
+void shrink_count_allocations_begin(void);
+
+/// Stops counting and returns how many allocations the calling thread made since `begin`.
+long shrink_count_allocations_end(void);
+
+#endif
