@@ -301,7 +301,6 @@ extension PalettizationConfig {
         config.method = try reader.roundingMethod()
         if config.method.isCalibrated {
             if config.clusterDim > 1 { throw reader.fail("method", "gptq needs scalar palettes (cluster_dim 1)") }
-            if config.perChannelScale { throw reader.fail("method", "gptq cannot be combined with per_channel_scale") }
             if config.mode == .unique { throw reader.fail("method", "gptq would make unique (lossless) palettization lossy") }
         }
         switch try reader.choice("lut_dtype", default: "f16", allowed: ["f16", "f32", "int8"]) {

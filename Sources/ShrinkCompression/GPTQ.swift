@@ -47,7 +47,7 @@ enum GPTQ {
     static func assignPalette(_ values: [Float], shape: [Int], correlation: InputCorrelation, layout: PaletteEncoding,
                               parts: [String: DenseTensor], damping: Double, actOrder: Bool, threads: Int,
                               tensor: String) throws(CompressionError) -> [String: DenseTensor] {
-        precondition(layout.vectorSize == 1 && !layout.perChannelScale)
+        precondition(layout.vectorSize == 1)
         let entries = layout.entries
         var luts = parts["lut"]!.floats()
         if let scales = parts["lut_scales"]?.floats() {
@@ -55,7 +55,9 @@ enum GPTQ {
         }
         var indices = [UInt8](repeating: 0, count: values.count)
         try indices.withUnsafeMutableBufferPointer { (indexBuffer) throws(CompressionError) in
-            let rounder = PaletteRounder(luts: luts, entries: entries, granularity: layout.granularity, shape: shape, indices: indexBuffer.baseAddress!)
+            let rounder = PaletteRounder(luts: luts, entries: entries, granularity: layout.granularity, shape: shape,
+                                         channelScales: parts["channel_scales"]?.floats(), channelAxis: layout.channelAxis,
+                                         indices: indexBuffer.baseAddress!)
             try solve(values, shape: shape, correlation: correlation, damping: damping, actOrder: actOrder, threads: threads,
                       tensor: tensor, rounder: rounder)
         }
@@ -240,12 +242,15 @@ struct AffineRounder: ColumnRounder, @unchecked Sendable {
     }
 }
 
-/// Nearest entries of fixed scalar LUTs (one per LUT group of the palettization).
+/// Nearest entries of fixed scalar LUTs (one per LUT group of the palettization), times the
+/// weight's channel scale when the palette has them.
 struct PaletteRounder: ColumnRounder, @unchecked Sendable {
     let luts: [Float]
     let entries: Int
     let granularity: PaletteGranularity
     let shape: [Int]
+    let channelScales: [Float]?
+    let channelAxis: Int
     let indices: UnsafeMutablePointer<UInt8>
 
     func begin(row: Int, original: ArraySlice<Float>) {}
@@ -253,14 +258,15 @@ struct PaletteRounder: ColumnRounder, @unchecked Sendable {
     func round(row: Int, column: Int, pending: UnsafeMutableBufferPointer<Float>, position: Int) -> Float {
         let flat = row * shape[1] + column
         let base = EncodingLayout.group(of: flat, granularity, shape: shape) * entries
+        let scale = channelScales.map { $0[channelAxis == 0 ? row : column] } ?? 1
         let value = pending[position]
         var best = 0
         var bestDistance = Float.infinity
         for entry in 0..<entries {
-            let distance = abs(value - luts[base + entry])
+            let distance = abs(value - luts[base + entry] * scale)
             if distance < bestDistance { bestDistance = distance; best = entry }
         }
         indices[flat] = UInt8(best)
-        return luts[base + best]
+        return luts[base + best] * scale
     }
 }

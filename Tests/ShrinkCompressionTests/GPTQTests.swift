@@ -97,8 +97,8 @@ import ShrinkTestSupport
     @Test(arguments: [PaletteGranularity.perTensor, .perGroupedChannel(axis: 0, groupSize: 4), .perGroupedChannel(axis: 1, groupSize: 5)],
           [false, true])
     func palettesByGPTQHaveLessOutputErrorThanNearestEntries(granularity: PaletteGranularity, actOrder: Bool) throws {
-        for lut in [DType.f16, .i8] {
-            let nearest = EncodingCatalog.palettize(3, .kmeans, granularity, lut: lut)
+        for (lut, channelScale) in [(DType.f16, false), (.i8, false), (.f16, true)] {
+            let nearest = EncodingCatalog.palettize(3, .kmeans, granularity, lut: lut, channelScale: channelScale)
             var calibrated = nearest
             calibrated.palettize!.method = .gptq(damping: 0.01, actOrder: actOrder)
             try Self.expectLessOutputError(nearest: nearest, calibrated: calibrated, seed: 13)
