@@ -107,8 +107,10 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 // block contributes a * s * (sum(q_x * (q_w - z + 128)) - 128 * sum(q_x)), with no offset term.
 
 /// From this many rows on, 4-bit panels are widened to bytes once per pair of panels (in a
-/// per-thread buffer) instead of unpacking every octet again for every tile of rows.
-#define SHRINK_WIDEN_FROM_ROWS 8
+/// per-thread buffer) instead of unpacking every octet again for every tile of rows. Below it the
+/// widening pass costs more than it saves (MiniLM batch 1, ~9 tokens, 1 thread: 4-bit at
+/// 1,050–1,120 sentences/s with 16 against 970–1,020 with 8; int8 1,110–1,200).
+#define SHRINK_WIDEN_FROM_ROWS 16
 
 /// The wrapping sum of count 64-bit values, read with 64-byte loads into eight accumulators: the
 /// read-bandwidth probe benchmarks compare kernels against (callers check shrink_cpu_has_avx512).
