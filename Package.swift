@@ -37,9 +37,6 @@ let package = Package(
             name: "KernelBenchmark", dependencies: ["ShrinkKernels", "ShrinkCompression", "ShrinkTestSupport"],
             path: "Benchmarks/KernelBenchmark", swiftSettings: kernelSettings),
         .executableTarget(
-            name: "EncoderBenchmark", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkCompression"],
-            path: "Benchmarks/EncoderBenchmark", swiftSettings: kernelSettings),
-        .executableTarget(
             name: "PeerBenchmark", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkCompression", "ShrinkIO"],
             path: "Benchmarks/PeerBenchmark", swiftSettings: kernelSettings),
         .target(name: "ShrinkTestSupport", dependencies: ["ShrinkCore", "ShrinkCompression", "CShrinkKernels"], path: "Tests/ShrinkTestSupport"),

@@ -3,13 +3,17 @@
 // - batch 1: the first 200 reference sentences, pre-tokenized, one at a time (forward, mean
 //   pooling, normalization): median ms per sentence;
 // - batch 32: 1,024 STS-B test sentences sorted by length: sentences per second;
-// - 1 and 2 threads; Shrink fp32, int8, 4-bit block and 4-bit palette (both by GPTQ) and 2:4-sparse recipes next to
+// - 1 and 2 threads; Shrink fp32 and recipes (default: int8, 4-bit block and 4-bit palette, both
+//   by GPTQ, and 2:4-sparse; `--recipes a,b` picks others from recipes/) next to
 //   ONNX Runtime fp32 and dynamic int8 (graph built from the same safetensors by
 //   Benchmarks/Peers/onnxruntime_minilm.py);
 // - fidelity: mean and minimum cosine to the fp32 reference embeddings of all 262 reference
-//   sentences.
+//   sentences;
+// - the time to load each model (memory map + repack of every compressed layer).
 // Prints a table with ratios to ONNX Runtime's fastest variant and writes the same as JSON.
-//   swift run -c release PeerBenchmark [--rounds n] [--output peer-benchmark.json]
+// Compressed models run with int8 activations; `--f32-activations` adds each recipe again with fp32
+// activations.
+//   swift run -c release PeerBenchmark [--rounds n] [--output peer-benchmark.json] [--recipes a,b,…] [--f32-activations]
 // Without onnxruntime it says how to install it and runs Shrink alone.
 import Dispatch
 import Foundation
@@ -23,12 +27,21 @@ let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingL
 let modelFolder = ModelRegistry.directory(of: ModelRegistry.defaultEntry)
 var rounds = 3
 var outputPath = "peer-benchmark.json"
+var recipeNames = ["minilm-int8-channel", "minilm-int4-block32-gptq", "minilm-palette-4bit-grouped16-gptq", "minilm-prune50-palette4"]
+var precisions: [ActivationPrecision] = [.int8]
 var arguments = Array(CommandLine.arguments.dropFirst())
-while arguments.count >= 2 {
-    let (flag, value) = (arguments.removeFirst(), arguments.removeFirst())
+while let flag = arguments.first {
+    arguments.removeFirst()
+    if flag == "--f32-activations" {
+        precisions = [.int8, .float32]
+        continue
+    }
+    guard !arguments.isEmpty else { fatalError("\(flag) needs a value") }
+    let value = arguments.removeFirst()
     switch flag {
     case "--rounds": rounds = Int(value) ?? rounds
     case "--output": outputPath = value
+    case "--recipes": recipeNames = value.split(separator: ",").map(String.init)
     default: fatalError("unknown option \(flag)")
     }
 }
@@ -107,15 +120,30 @@ if let peer {
 print("BLAS: \(BLASLibrary.summary); kernels: \(KernelVariant.best.rawValue), integer kernels: \(IntegerKernelVariant.best.rawValue)")
 print("batch 1: \(latencyIDs.count) sentences, mean \(latencyIDs.reduce(0) { $0 + $1.count } / latencyIDs.count) tokens; batch 32: \(throughputIDs.count) sentences")
 
-// Shrink's configurations.
-let recipes = [("minilm-int8-channel", "int8"), ("minilm-int4-block32-gptq", "4-bit block 32 (GPTQ)"),
-               ("minilm-palette-4bit-grouped16-gptq", "4-bit palette /16 ch (GPTQ)"), ("minilm-prune50-palette4", "2:4 + 4-bit palette")]
-var files = [("Shrink fp32", modelFolder + "/model.safetensors")]
-for (recipe, label) in recipes {
+// Shrink's configurations: fp32 and each recipe (int8 activations; with --f32-activations also fp32 activations).
+var files = [("Shrink fp32", modelFolder + "/model.safetensors", ActivationPrecision.float32)]
+for recipe in recipeNames {
     let output = scratch + "/\(recipe).safetensors"
     _ = try ModelCompressor.compress(model: try ModelLocation.resolve(modelFolder),
                                      recipe: try Recipe.load(path: root.appendingPathComponent("recipes/\(recipe).json").path), output: output)
-    files.append(("Shrink " + label, output))
+    for precision in precisions {
+        files.append(("Shrink " + recipe.replacingOccurrences(of: "minilm-", with: "") + (precision == .int8 ? "" : " (f32 act.)"), output, precision))
+    }
+}
+let config = try BertConfig(path: modelFolder + "/config.json")
+
+// Load: memory-map the file and build the encoder (repacking every compressed layer), median of 5.
+print("")
+print("load (map + repack)                          ms")
+for (name, path, precision) in files {
+    var times: [Double] = []
+    for _ in 0..<5 {
+        let start = DispatchTime.now().uptimeNanoseconds
+        _ = try BertEncoder(config: config, pooling: try SentencePooling(folder: modelFolder),
+                            source: try WeightSource(path: path, threads: 2, activations: precision))
+        times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+    }
+    print("  " + name.padding(toLength: 40, withPad: " ", startingAt: 0) + String(format: " %6.1f", times.sorted()[2]))
 }
 
 struct Row: Codable {
@@ -149,8 +177,9 @@ var rows: [Row] = []
 for threads in [1, 2] {
     BLASLibrary.setThreadCount(threads)
     let pooling = try SentencePooling(folder: modelFolder)
-    let config = try BertConfig(path: modelFolder + "/config.json")
-    let encoders = try files.map { ($0.0, try BertEncoder(config: config, pooling: pooling, source: try WeightSource(path: $0.1, threads: threads))) }
+    let encoders = try files.map {
+        ($0.0, try BertEncoder(config: config, pooling: pooling, source: try WeightSource(path: $0.1, threads: threads, activations: $0.2)))
+    }
     let peerVariants = peer == nil ? [] : [("ONNX Runtime fp32", "fp32"), ("ONNX Runtime int8 (dynamic)", "int8")]
     var batch1 = [String: [Double]](), throughput = [String: [Double]]()
     // Warm-up.
@@ -198,9 +227,9 @@ for threads in [1, 2] {
         }
     }
     print("")
-    print("threads \(threads)                       batch 1 ms/sentence  ×ORT best time   batch 32 sentences/s  ×ORT best rate   mean cos   min cos")
+    print("threads \(threads)                                 batch 1 ms/sentence  ×ORT best time   batch 32 sentences/s  ×ORT best rate   mean cos   min cos")
     for row in threadRows {
-        print("  " + row.name.padding(toLength: 30, withPad: " ", startingAt: 0) + String(format: " %10.3f  %14@  %20.1f  %14@  %9.5f %9.5f", row.batch1MillisecondsPerSentence,
+        print("  " + row.name.padding(toLength: 40, withPad: " ", startingAt: 0) + String(format: " %10.3f  %14@  %20.1f  %14@  %9.5f %9.5f", row.batch1MillisecondsPerSentence,
                      (row.batch1RatioToPeer.map { String(format: "%.2f", $0) } ?? "-") as NSString, row.batch32SentencesPerSecond,
                      (row.batch32RatioToPeer.map { String(format: "%.2f", $0) } ?? "-") as NSString, row.meanCosine, row.minCosine))
     }
