@@ -105,6 +105,29 @@ import ShrinkTestSupport
         }
     }
 
+    /// For fixed indices the refitted LUTs never have more output error than the LUTs they replace.
+    @Test(arguments: [PaletteGranularity.perTensor, .perGroupedChannel(axis: 0, groupSize: 4)])
+    func refittedLUTsLowerTheOutputError(granularity: PaletteGranularity) throws {
+        let (out, width, rows) = (12, 45, 200)
+        let inputs = Self.correlatedInputs(rows: rows, width: width, seed: 21)
+        var correlation = InputCorrelation(size: width)
+        correlation.add(rows: inputs, count: rows)
+        var generator = SeededGenerator(seed: 22)
+        let weights = generator.floats(out * width, in: -0.5...0.5)
+        let encoded = try WeightCompressor.encode(name: "w", tensor: try DenseTensor(converting: weights, shape: [out, width]),
+                                                  config: EncodingCatalog.palettize(3, .kmeans, granularity, lut: .f32))
+        let luts = encoded.parts["lut"]!.floats()
+        let indices = (0..<(out * width)).map { PackedBits.value(at: $0, bits: 3, in: encoded.parts["indices"]!.bytes) }
+        let refitted = GPTQ.refitLUTs(weights, shape: [out, width], correlation: correlation, luts: luts, indices: indices, entries: 8,
+                                      granularity: granularity, channelScales: nil, dtype: .f32)
+        func decode(_ table: [Float]) -> [Float] {
+            (0..<(out * width)).map { table[EncodingLayout.group(of: $0, granularity, shape: [out, width]) * 8 + Int(indices[$0])] }
+        }
+        let before = Self.outputError(inputs: inputs, rows: rows, original: weights, decoded: decode(luts), out: out, width: width)
+        let after = Self.outputError(inputs: inputs, rows: rows, original: weights, decoded: decode(refitted), out: out, width: width)
+        #expect(after < before, "output error \(after) after the refit, \(before) before")
+    }
+
     @Test func uncorrelatedInputsGiveRoundToNearest() throws {
         // H = c·I: no column's error can be compensated by another, so GPTQ rounds every weight.
         let width = 40
