@@ -33,7 +33,8 @@ enum GPTQ {
             try parameters.withUnsafeMutableBufferPointer { (parameterBuffer) throws(CompressionError) in
                 let rounder = AffineRounder(config: config, layout: layout, tensor: tensor, columns: columns, blockSize: blockSize,
                                             blocksPerRow: blocksPerRow, staticGroups: actOrder, tensorParameters: tensorParameters,
-                                            codes: codeBuffer.baseAddress!, parameters: parameterBuffer.baseAddress!)
+                                            codes: codeBuffer.baseAddress!, parameters: parameterBuffer.baseAddress!,
+                                            qMin: LinearQuantizer.codeRange(config).qMin, qMax: LinearQuantizer.codeRange(config).qMax)
                 try solve(values, shape: shape, correlation: correlation, damping: damping, actOrder: actOrder, threads: threads,
                           tensor: tensor, rounder: rounder)
             }
@@ -292,6 +293,8 @@ struct AffineRounder: ColumnRounder, @unchecked Sendable {
     let tensorParameters: LinearQuantizer.GroupParameters?
     let codes: UnsafeMutablePointer<UInt8>
     let parameters: UnsafeMutablePointer<LinearQuantizer.GroupParameters>
+    /// `LinearQuantizer.codeRange(config)`, once rather than per weight.
+    let qMin, qMax: Int
 
     func begin(row: Int, original: ArraySlice<Float>) throws(CompressionError) {
         guard staticGroups, tensorParameters == nil else { return }
@@ -309,7 +312,6 @@ struct AffineRounder: ColumnRounder, @unchecked Sendable {
                                                          config: config, layout: layout, tensor: tensor)
             parameters[row * blocksPerRow + column / blockSize] = group
         }
-        let (qMin, qMax) = LinearQuantizer.codeRange(config)
         let q = LinearQuantizer.quantize(pending[position], group, layout: layout, qMin: qMin, qMax: qMax)
         codes[row * columns + column] = UInt8(q + layout.codeOffset)
         return group.scale * Float(q - LinearQuantizer.effectiveZeroPoint(group, layout))
