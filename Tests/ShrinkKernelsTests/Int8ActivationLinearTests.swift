@@ -11,8 +11,9 @@ import ShrinkTestSupport
 /// palettes, the 8-bit LUT grid) allows.
 @Suite struct Int8ActivationLinearTests {
     static let shapes: [[Int]] = [[97, 385], [96, 64], [13, 7], [16, 48], [33, 100]]
-    /// Row tiles of 4, 2 and 1 rows, and (from `SHRINK_WIDEN_FROM_ROWS`) widened 4-bit panels.
-    static let rowCounts = [1, 2, 3, 6, 9, Int(SHRINK_WIDEN_FROM_ROWS) + 1]
+    /// Byte panels in tiles of 4, 2 and 1 rows; 4-bit panels in single-panel tiles of 1–8 rows
+    /// (15 = 8 + 7, 9 = 5 + 4) and, from `SHRINK_WIDEN_FROM_ROWS`, widened to bytes.
+    static let rowCounts = [1, 2, 3, 6, 9, 15, Int(SHRINK_WIDEN_FROM_ROWS) + 1]
 
     /// Whether the integer path takes `weight`: everything but float values, scales along the
     /// inputs (they cannot be factored out of an integer dot) and blocks that are not a multiple of

@@ -107,9 +107,10 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 // block contributes a * s * (sum(q_x * (q_w - z + 128)) - 128 * sum(q_x)), with no offset term.
 
 /// From this many rows on, 4-bit panels are widened to bytes once per pair of panels (in a
-/// per-thread buffer) instead of unpacking every octet again for every tile of rows. Below it the
-/// widening pass costs more than it saves (MiniLM batch 1, ~9 tokens, 1 thread: 4-bit at
-/// 1,050–1,120 sentences/s with 16 against 970–1,020 with 8; int8 1,110–1,200).
+/// per-thread buffer) and run in tiles of 4 rows by 2 panels, instead of being unpacked in every
+/// tile of up to 8 rows of one panel. Below it the widening pass costs more than it saves (MiniLM
+/// batch 1, ~9 tokens, 1 thread: 4-bit at 1,050–1,120 sentences/s with 16 against 970–1,020 with
+/// 8 in the earlier 4-row tiles).
 #define SHRINK_WIDEN_FROM_ROWS 16
 
 /// The wrapping sum of count 64-bit values, read with 64-byte loads into eight accumulators: the
