@@ -6,8 +6,10 @@
 // from memory.
 // Configurations are measured interleaved (each round runs every one in turn; the median round
 // is reported).
+// `--integer-kernels avx2,avx512vnni` measures the int8-activation path with each named variant
+// this CPU can run (default: the best one), e.g. the AVX2 path of CPUs without VNNI.
 //   swift run -c release KernelBenchmark [--threads 1,2] [--shapes 4096x4096,...] [--rows 1,32]
-//                                        [--activations int8,f32] [--rounds n]
+//                                        [--activations int8,f32] [--integer-kernels a,b] [--rounds n]
 import Dispatch
 import Foundation
 import ShrinkCompression
@@ -19,6 +21,7 @@ var threadCounts = [1, 2]
 var shapes = [(384, 384), (1536, 384), (384, 1536), (4096, 4096)]
 var rowCounts = [1, 32]
 var precisions = ActivationPrecision.allCases
+var integerVariants = [IntegerKernelVariant.best]
 var rounds = 5
 var arguments = Array(CommandLine.arguments.dropFirst())
 while let flag = arguments.first {
@@ -30,6 +33,13 @@ while let flag = arguments.first {
     case "--rows": rowCounts = value.split(separator: ",").compactMap { Int($0) }
     case "--activations": precisions = value.split(separator: ",").compactMap { ActivationPrecision(rawValue: String($0)) }
     case "--rounds": rounds = Int(value) ?? rounds
+    case "--integer-kernels":
+        integerVariants = value.split(separator: ",").map { name in
+            guard let variant = IntegerKernelVariant(rawValue: String(name)), IntegerKernelVariant.available.contains(variant) else {
+                fatalError("\(name) is not an integer kernel this CPU runs: \(IntegerKernelVariant.available.map(\.rawValue))")
+            }
+            return variant
+        }
     case "--shapes":
         shapes = value.split(separator: ",").compactMap { item in
             let parts = item.split(separator: "x").compactMap { Int($0) }
@@ -81,7 +91,7 @@ for _ in 0..<handOffs { DispatchQueue.concurrentPerform(iterations: 2) { _ in } 
 print(String(format: "hand-off of an empty 2-thread job: worker pool %.1f µs, DispatchQueue.concurrentPerform %.1f µs",
              poolMicroseconds, (now() - start) / Double(handOffs) * 1e6))
 print("")
-print("shape (out×in)  rows  thr  encoding (activations)        bits/w   median ms  weight GB/s  of read bw  vs fp32 BLAS (×faster)")
+print("shape (out×in)  rows  thr  encoding (activations)                    bits/w   median ms  weight GB/s  of read bw  vs fp32 BLAS (×faster)")
 
 /// One measured configuration: `run(call)` does one product with the `call`-th copy of its weight.
 struct Case {
@@ -127,17 +137,20 @@ for (outFeatures, inFeatures) in shapes {
                 var expected = [Float](repeating: 0, count: outFeatures)
                 ReferenceEncodedLinear(weight: encoded, bias: nil).forward(x, rows: 1, into: &expected)
                 let scale = expected.map(abs).max()!
-                for precision in precisions {
-                    let operators: [any LinearOperator] = precision == .int8
-                        ? panels.map { Int8ActivationLinear(weights: $0, bias: nil, threads: threads) }
-                        : packed.map { PackedLinear(weight: $0, bias: nil, threads: threads) }
+                for (precision, variant) in precisions.flatMap({ p in p == .int8 ? integerVariants.map { (p, $0) } : [(p, nil)] }) {
+                    let operators: [any LinearOperator] = if let variant {
+                        panels.map { Int8ActivationLinear(weights: $0, bias: nil, threads: threads, variant: variant) }
+                    } else {
+                        packed.map { PackedLinear(weight: $0, bias: nil, threads: threads) }
+                    }
                     guard let first = operators.first else { continue }
                     var result = [Float](repeating: 0, count: rows * outFeatures)
                     first.forward(x, rows: rows, into: &result)
                     let error = zip(result.prefix(outFeatures), expected).map { abs($0 - $1) }.max()! / scale
                     precondition(error < 0.05, "\(name): result differs from the reference by \(error) of its largest output")
                     let bytes = precision == .int8 ? panels[0].byteCount : encoded.byteCount
-                    cases.append(Case(label: "\(name) (\(precision.rawValue))", bitsPerWeight: encoded.bitsPerWeight, bytes: bytes) { call in
+                    let suffix = variant.map { integerVariants.count > 1 ? " \($0.rawValue)" : "" } ?? ""
+                    cases.append(Case(label: "\(name) (\(precision.rawValue)\(suffix))", bitsPerWeight: encoded.bitsPerWeight, bytes: bytes) { call in
                         operators[call % operators.count].forward(x, rows: rows, into: &result)
                     })
                 }
@@ -163,8 +176,8 @@ for (outFeatures, inFeatures) in shapes {
             for (index, item) in cases.enumerated() {
                 let seconds = times[index].sorted()[rounds / 2]
                 let gbps = Double(item.bytes) / seconds / 1e9
-                print(String(format: "%5d×%-5d    %4d  %3d  %-28@ %7.2f  %9.3f  %11.2f  %10.2f  %8.2f", outFeatures, inFeatures, rows, threads,
-                             item.label as NSString, item.bitsPerWeight, seconds * 1e3, gbps, gbps / bandwidth[threads]!, baseline / seconds))
+                print(String(format: "%5d×%-5d    %4d  %3d  %@ %7.2f  %9.3f  %11.2f  %10.2f  %8.2f", outFeatures, inFeatures, rows, threads,
+                             item.label.padding(toLength: 40, withPad: " ", startingAt: 0) as NSString, item.bitsPerWeight, seconds * 1e3, gbps, gbps / bandwidth[threads]!, baseline / seconds))
             }
         }
     }

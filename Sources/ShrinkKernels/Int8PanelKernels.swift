@@ -1,4 +1,5 @@
 import CShrinkKernels
+import Foundation
 
 /// The implementations of the integer kernels (activations quantized to int8, u8 weight codes);
 /// see `shrink_kernels.h` for the layouts and the arithmetic both follow.
@@ -6,14 +7,20 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
     /// Portable Swift loops, the reference twins of the vector kernels (same arithmetic, same
     /// order of float operations).
     case swift
+    /// C with AVX2 `vpmaddubsw` (`CShrinkKernels/int8_panels_avx2.c`), for CPUs without VNNI.
+    case avx2
     /// C with AVX-512 VNNI `vpdpbusd` (`CShrinkKernels/int8_panels.c`).
     case avx512vnni
 
-    /// The variants this CPU can run.
-    public static let available: [IntegerKernelVariant] = shrink_cpu_has_avx512_vnni() != 0 ? [.swift, .avx512vnni] : [.swift]
+    /// The variants this CPU can run, slowest first.
+    public static let available: [IntegerKernelVariant] =
+        [.swift] + (shrink_cpu_has_avx2() != 0 ? [.avx2] : []) + (shrink_cpu_has_avx512_vnni() != 0 ? [.avx512vnni] : [])
 
-    /// The fastest variant this CPU can run.
-    public static let best: IntegerKernelVariant = available.last!
+    /// The variant models run with: the fastest this CPU can run, unless the environment variable
+    /// `SHRINK_INTEGER_KERNELS` names another available one (`swift`, `avx2`, `avx512vnni`), which
+    /// lets a benchmark measure a slower CPU's path here.
+    public static let best: IntegerKernelVariant = ProcessInfo.processInfo.environment["SHRINK_INTEGER_KERNELS"]
+        .flatMap(IntegerKernelVariant.init(rawValue:)).flatMap { available.contains($0) ? $0 : nil } ?? available.last!
 
     /// Quantizes `rows` rows of `k` floats (stride `ldx`) into int8 rows of `kpad` inputs, with one
     /// scale, one block sum and one integer block sum per 32 inputs.
@@ -21,6 +28,7 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
                       scales: UnsafeMutablePointer<Float>, sums: UnsafeMutablePointer<Float>, integerSums: UnsafeMutablePointer<Int32>) {
         switch self {
         case .avx512vnni: shrink_quantize_rows_s8(x, rows, k, ldx, kpad, xq, scales, sums, integerSums)
+        case .avx2: shrink_quantize_rows_s8_avx2(x, rows, k, ldx, kpad, xq, scales, sums, integerSums)
         case .swift:
             let blocks = kpad / 32
             for m in 0..<rows {
@@ -58,6 +66,9 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
         case .avx512vnni:
             shrink_gemm_u8s8_panels(codes, w.fourBit ? 1 : 0, luts, zeroPoints, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
                                     offsets, panels.lowerBound, panels.upperBound, xq, xScales, xSums, xIntegerSums, rows, y, ldy, bias)
+        case .avx2:
+            shrink_gemm_u8s8_panels_avx2(codes, w.fourBit ? 1 : 0, luts, zeroPoints, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
+                                         offsets, panels.lowerBound, panels.upperBound, xq, xScales, xSums, xIntegerSums, rows, y, ldy, bias)
         case .swift:
             let kpad = w.paddedColumns, blocks = kpad / 32, panelFloats = w.weightBlocks * 16
             // The centered form: codes q − z + 128 against −128 · Σ q_x, and no offset term.

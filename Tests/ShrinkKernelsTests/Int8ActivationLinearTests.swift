@@ -94,8 +94,8 @@ import ShrinkTestSupport
                                 "\(encoding) \(variant) \(shape) rows \(rows) threads \(threads): y[\(worst)] \(actual[worst]) vs \(expected[worst]), bound \(bound[worst])")
                     }
                 }
-                if let vector = outputs[.avx512vnni], let twin = outputs[.swift] {
-                    #expect(vector == twin, "\(encoding) \(shape) rows \(rows): the VNNI kernel and its Swift twin differ")
+                for variant in IntegerKernelVariant.available where variant != .swift {
+                    #expect(outputs[variant] == outputs[.swift], "\(encoding) \(shape) rows \(rows): \(variant) and the Swift twin differ")
                 }
             }
         }

@@ -134,4 +134,21 @@ void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts
                              size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
                              const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias);
 
+
+// ---- The same integer dot products with AVX2 (int8_panels_avx2.c), for CPUs without AVX-512 VNNI ----
+
+/// 1 when the CPU supports AVX2 and FMA, else 0.
+int shrink_cpu_has_avx2(void);
+
+/// shrink_quantize_rows_s8 with AVX2 (same results).
+void shrink_quantize_rows_s8_avx2(const float *x, size_t rows, size_t k, size_t ldx, size_t kpad, int8_t *xq, float *scales,
+                                  float *sums, int32_t *integer_sums);
+
+/// shrink_gemm_u8s8_panels with AVX2 `vpmaddubsw` (same results: the arithmetic of the Swift twin,
+/// centered from SHRINK_WIDEN_FROM_ROWS rows like the other variants, without widening).
+void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points, size_t n,
+                                  size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
+                                  size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
+                                  const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias);
+
 #endif

@@ -1,0 +1,208 @@
+// Integer dot products on u8 weight codes and int8 activations for CPUs with AVX2 but without
+// AVX-512 VNNI: `vpmaddubsw` (u8 x s8 -> pairs summed in int16) then `vpmaddwd` by ones (-> int32).
+// Layouts and arithmetic are those of shrink_kernels.h; the integer sums are exact and the float
+// operations are those of the Swift twin, in its order, so results equal it bit for bit.
+//
+// `vpmaddubsw` saturates a pair sum above 32767. Nibble codes (0..15) times activations in
+// [-127, 127] stay far below it; byte codes (up to 255) are taken as s = q - 128 in [-128, 127]
+// and multiplied as |s| * (x signed by s), at most 128 * 127 * 2 = 32512 per pair, with
+// 128 * sum(q_x) added back to each dot.
+#include "shrink_kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#define AVX2 __attribute__((target("avx2,fma")))
+#define INLINE static inline __attribute__((always_inline))
+
+int shrink_cpu_has_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+AVX2 void shrink_quantize_rows_s8_avx2(const float *x, size_t rows, size_t k, size_t ldx, size_t kpad, int8_t *xq, float *scales,
+                                       float *sums, int32_t *integer_sums) {
+    const size_t blocks = kpad / 32;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (size_t m = 0; m < rows; m++) {
+        const float *row = x + m * ldx;
+        for (size_t b = 0; b < blocks; b++) {
+            size_t start = b * 32;
+            size_t count = start >= k ? 0 : (k - start < 32 ? k - start : 32);
+            float padded[32] = {0};
+            const float *values = row + start;
+            if (count < 32) {
+                memcpy(padded, values, count * sizeof(float));
+                values = padded;
+            }
+            __m256 v[4];
+            __m256 magnitude = _mm256_setzero_ps();
+            for (int j = 0; j < 4; j++) {
+                v[j] = _mm256_loadu_ps(values + 8 * j);
+                magnitude = _mm256_max_ps(magnitude, _mm256_andnot_ps(sign, v[j]));
+            }
+            __m128 half = _mm_max_ps(_mm256_castps256_ps128(magnitude), _mm256_extractf128_ps(magnitude, 1));
+            half = _mm_max_ps(half, _mm_movehl_ps(half, half));
+            half = _mm_max_ss(half, _mm_shuffle_ps(half, half, 1));
+            float largest = _mm_cvtss_f32(half);
+            float inverse = largest > 0 ? 127.0f / largest : 0.0f;
+            __m256 factor = _mm256_set1_ps(inverse);
+            __m256i q[4];
+            __m256i total = _mm256_setzero_si256();
+            for (int j = 0; j < 4; j++) {
+                q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], factor));
+                total = _mm256_add_epi32(total, q[j]);
+            }
+            // Pack with signed saturation (as the AVX-512 kernel does), then undo the lane interleave.
+            __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            _mm256_storeu_si256((__m256i *)(xq + m * kpad + start), _mm256_permutevar8x32_epi32(bytes, order));
+            __m128i sum4 = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+            sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, 0x4E));
+            sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, 0xB1));
+            int32_t sum = _mm_cvtsi128_si32(sum4);
+            float scale = largest / 127.0f;
+            scales[m * blocks + b] = scale;
+            integer_sums[m * blocks + b] = sum;
+            sums[m * blocks + b] = scale * (float)sum;
+        }
+    }
+}
+
+/// One register tile: `mr` (<= 4) activation rows times the 8 channels of half `h` of one panel
+/// (bytes 32h..32h+31 of every 64-byte group), over the whole input.
+AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const uint8_t *zero_points, int h, size_t kpad,
+                      size_t blocks_per_wblock, const float *scales, const float *offsets, const int8_t *xq, const float *xscales,
+                      const float *xsums, const int32_t *xisums, int mr, float *y, size_t ldy, size_t first, size_t n,
+                      const float *bias) {
+    const size_t blocks = kpad / 32;
+    const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i table = lut ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lut)) : _mm256_setzero_si256();
+    // Codes that can exceed 15 go through the signed form (q - 128); see the top of the file.
+    const int signed_form = !four_bit || lut != NULL;
+    __m256 acc[4];
+    for (int m = 0; m < mr; m++) acc[m] = _mm256_setzero_ps();
+    size_t block = 0;
+    for (size_t wb = 0; block < blocks; wb++) {
+        const __m256 scale = _mm256_loadu_ps(scales + wb * 16 + h * 8);
+        const __m256i z = zero_points ? _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zero_points + wb * 16 + h * 8)))
+                                      : _mm256_setzero_si256();
+        float block_sum[4] = {0, 0, 0, 0};
+        size_t end = block + blocks_per_wblock < blocks ? block + blocks_per_wblock : blocks;
+        for (; block < end; block++) {
+            // Centered (zero points given): sum((q - z) * q_x) = sum(q * q_x) - z * sum(q_x).
+            __m256i dot[4];
+            for (int m = 0; m < mr; m++) {
+                int32_t integer_sum = xisums[m * blocks + block];
+                dot[m] = signed_form ? _mm256_set1_epi32(128 * integer_sum)
+                         : zero_points ? _mm256_mullo_epi32(z, _mm256_set1_epi32(-integer_sum))
+                                       : _mm256_setzero_si256();
+            }
+            const int8_t *xb = xq + block * 32;
+            if (four_bit) {
+                for (int t = 0; t < 4; t++) {
+                    __m256i v = _mm256_loadu_si256((const __m256i *)(w + block * 256 + t * 64 + h * 32));
+                    __m256i lo = _mm256_and_si256(v, low_nibbles), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low_nibbles);
+                    if (lut) {
+                        lo = _mm256_xor_si256(_mm256_shuffle_epi8(table, lo), flip);
+                        hi = _mm256_xor_si256(_mm256_shuffle_epi8(table, hi), flip);
+                    }
+                    const __m256i lo_magnitude = lut ? _mm256_abs_epi8(lo) : lo, hi_magnitude = lut ? _mm256_abs_epi8(hi) : hi;
+                    for (int m = 0; m < mr; m++) {
+                        __m256i x0 = _mm256_set1_epi32(*(const int32_t *)(xb + m * kpad + t * 8));
+                        __m256i x1 = _mm256_set1_epi32(*(const int32_t *)(xb + m * kpad + t * 8 + 4));
+                        if (lut) {
+                            __m256i p0 = _mm256_maddubs_epi16(lo_magnitude, _mm256_sign_epi8(x0, lo));
+                            __m256i p1 = _mm256_maddubs_epi16(hi_magnitude, _mm256_sign_epi8(x1, hi));
+                            dot[m] = _mm256_add_epi32(dot[m], _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)));
+                        } else {
+                            // Nibble products: the two int16 pair sums add up to at most 4 * 15 * 127.
+                            __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_maddubs_epi16(hi, x1));
+                            dot[m] = _mm256_add_epi32(dot[m], _mm256_madd_epi16(pairs, ones));
+                        }
+                    }
+                }
+            } else {
+                for (int q = 0; q < 8; q++) {
+                    __m256i s = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w + block * 512 + q * 64 + h * 32)), flip);
+                    __m256i magnitude = _mm256_abs_epi8(s);
+                    for (int m = 0; m < mr; m++) {
+                        __m256i xv = _mm256_sign_epi8(_mm256_set1_epi32(*(const int32_t *)(xb + m * kpad + q * 4)), s);
+                        dot[m] = _mm256_add_epi32(dot[m], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, xv), ones));
+                    }
+                }
+            }
+            for (int m = 0; m < mr; m++) {
+                block_sum[m] += xsums[m * blocks + block];
+                __m256 factor = _mm256_mul_ps(scale, _mm256_set1_ps(xscales[m * blocks + block]));
+                acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[m]), factor, acc[m]);
+            }
+        }
+        if (!zero_points) {
+            const __m256 offset = _mm256_loadu_ps(offsets + wb * 16 + h * 8);
+            for (int m = 0; m < mr; m++) acc[m] = _mm256_fnmadd_ps(offset, _mm256_set1_ps(block_sum[m]), acc[m]);
+        }
+    }
+    size_t count = n - first < 8 ? n - first : 8;
+    float bias8[8] = {0};
+    if (bias) memcpy(bias8, bias + first, count * sizeof(float));
+    const __m256 b = _mm256_loadu_ps(bias8);
+    for (int m = 0; m < mr; m++) {
+        float out[8];
+        _mm256_storeu_ps(out, _mm256_add_ps(acc[m], b));
+        memcpy(y + m * ldy + first, out, count * sizeof(float));
+    }
+}
+
+#define TILE_AVX2(MR)                                                                                                                 \
+    tile(w + panel * panel_bytes, four_bit, luts ? luts + panel * 16 : NULL, zero_points ? zero_points + panel * panel_floats : NULL, \
+         h, kpad, blocks_per_wblock, scales + panel * panel_floats, offsets + panel * panel_floats, xq + m * kpad,                  \
+         xscales + m * blocks, xsums + m * blocks, xisums + m * blocks, MR, y + m * ldy, ldy, panel * 16 + h * 8, n, bias)
+
+AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points, size_t n,
+                                       size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
+                                       size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
+                                       const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy,
+                                       const float *bias) {
+    const size_t blocks = kpad / 32;
+    const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
+    const size_t panel_floats = wblocks * 16;
+    const size_t panel_bytes = four_bit ? kpad * 8 : kpad * 16;
+    // The same choice of arithmetic as the other variants: centered from SHRINK_WIDEN_FROM_ROWS rows.
+    if (!four_bit || luts || rows < SHRINK_WIDEN_FROM_ROWS) zero_points = NULL;
+    for (size_t panel = panel_begin; panel < panel_end; panel++) {
+        for (int h = 0; h < 2 && panel * 16 + h * 8 < n; h++) {
+            size_t m = 0;
+            for (; m + 4 <= rows; m += 4) TILE_AVX2(4);
+            switch (rows - m) {
+            case 3: TILE_AVX2(3); break;
+            case 2: TILE_AVX2(2); break;
+            case 1: TILE_AVX2(1); break;
+            default: break;
+            }
+        }
+    }
+}
+
+#else
+
+// Never called (the CPU check says no); they forward to the portable stubs.
+int shrink_cpu_has_avx2(void) { return 0; }
+
+void shrink_quantize_rows_s8_avx2(const float *x, size_t rows, size_t k, size_t ldx, size_t kpad, int8_t *xq, float *scales,
+                                  float *sums, int32_t *integer_sums) {
+    shrink_quantize_rows_s8(x, rows, k, ldx, kpad, xq, scales, sums, integer_sums);
+}
+
+void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points, size_t n,
+                                  size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
+                                  size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
+                                  const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias) {
+    shrink_gemm_u8s8_panels(w, four_bit, luts, zero_points, n, kpad, blocks_per_wblock, scales, offsets, panel_begin, panel_end, xq,
+                            xscales, xsums, xisums, rows, y, ldy, bias);
+}
+
+#endif
