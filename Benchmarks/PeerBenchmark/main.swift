@@ -3,8 +3,8 @@
 // - batch 1: the first 200 reference sentences, pre-tokenized, one at a time (forward, mean
 //   pooling, normalization): median ms per sentence;
 // - batch 32: 1,024 STS-B test sentences sorted by length: sentences per second;
-// - 1 and 2 threads; Shrink fp32 and recipes (default: int8, 4-bit block and 4-bit palette, both
-//   by GPTQ, and 2:4-sparse; `--recipes a,b` picks others from recipes/) next to
+// - 1 and 2 threads; Shrink fp32 and recipes (default: int8, 4-bit blocks of 32 and of 64 and 4-bit
+//   palette, all three by GPTQ, and 2:4-sparse; `--recipes a,b` picks others from recipes/) next to
 //   ONNX Runtime fp32 and dynamic int8 (graph built from the same safetensors by
 //   Benchmarks/Peers/onnxruntime_minilm.py);
 // - fidelity: mean and minimum cosine to the fp32 reference embeddings of all 262 reference
@@ -27,7 +27,7 @@ let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingL
 let modelFolder = ModelRegistry.directory(of: ModelRegistry.defaultEntry)
 var rounds = 3
 var outputPath = "peer-benchmark.json"
-var recipeNames = ["minilm-int8-channel", "minilm-int4-block32-gptq", "minilm-palette-4bit-grouped16-gptq", "minilm-prune50-palette4"]
+var recipeNames = ["minilm-int8-channel", "minilm-int4-block32-gptq", "minilm-int4-block64-gptq", "minilm-palette-4bit-grouped16-gptq", "minilm-prune50-palette4"]
 var precisions: [ActivationPrecision] = [.int8]
 var arguments = Array(CommandLine.arguments.dropFirst())
 while let flag = arguments.first {
