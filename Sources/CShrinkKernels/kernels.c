@@ -1,4 +1,5 @@
 #include "shrink_kernels.h"
+#include "tiles.h"
 #include <math.h>
 
 #if defined(__x86_64__)
@@ -202,11 +203,7 @@ AVX512 void shrink_attention_head_f32(const float *q, const float *k, const floa
     const size_t chunks = (head_size + 15) / 16;
     const size_t padded = (length + 15) & ~(size_t)15;
     float *scores = scratch, *keys = scratch + padded;
-    // Keys transposed (dimension-major, zero-padded to 16 keys) so that 16 scores take one FMA per dimension.
-    for (size_t d = 0; d < head_size; d++) {
-        for (size_t j = 0; j < length; j++) keys[d * padded + j] = k[j * stride + d];
-        for (size_t j = length; j < padded; j++) keys[d * padded + j] = 0;
-    }
+    shrink_transpose_keys(k, length, head_size, stride, padded, keys);
     __mmask16 masks[8];
     for (size_t c = 0; c < chunks; c++) masks[c] = tail_mask(head_size - c * 16);
     float query[128];

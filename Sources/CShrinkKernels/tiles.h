@@ -1,4 +1,5 @@
-// The walk over register tiles shared by the panel kernels.
+// What the vector kernels share across instruction sets: the walk over register tiles of the panel
+// kernels and the attention kernels' key transposition.
 #ifndef SHRINK_TILES_H
 #define SHRINK_TILES_H
 
@@ -25,6 +26,15 @@
             for (; m < (rows); m++) TILE(1, 1);                                \
         }                                                                      \
     } while (0)
+
+/// Keys of one attention head transposed: keys[d * padded + j] = k[j * stride + d] for d < head_size
+/// and j < length, zero for length <= j < padded (so that a vector of scores takes one FMA per dimension).
+static inline void shrink_transpose_keys(const float *k, size_t length, size_t head_size, size_t stride, size_t padded, float *keys) {
+    for (size_t d = 0; d < head_size; d++) {
+        for (size_t j = 0; j < length; j++) keys[d * padded + j] = k[j * stride + d];
+        for (size_t j = length; j < padded; j++) keys[d * padded + j] = 0;
+    }
+}
 
 #if defined(__x86_64__)
 #include <immintrin.h>

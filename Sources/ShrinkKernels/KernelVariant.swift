@@ -7,14 +7,21 @@ import ShrinkCore
 public enum KernelVariant: String, CaseIterable, Sendable {
     /// Portable Swift loops (the reference twins of the vector kernels).
     case swift
+    /// C with AVX2 and FMA (`kernels_avx2.c`) for what a BERT forward pass spends its time in
+    /// (fp32 panels, attention, GELU, LayerNorm, dot products); the Swift loops for the rest
+    /// (decoding for the fp32-activation path).
+    case avx2
     /// C with AVX-512 F/BW intrinsics (`CShrinkKernels`).
     case avx512
 
-    /// The variants this CPU can run.
-    public static let available: [KernelVariant] = shrink_cpu_has_avx512() != 0 ? [.swift, .avx512] : [.swift]
+    /// The variants this CPU can run, slowest first.
+    public static let available: [KernelVariant] =
+        [.swift] + (shrink_cpu_has_avx2() != 0 ? [.avx2] : []) + (shrink_cpu_has_avx512() != 0 ? [.avx512] : [])
 
-    /// The fastest variant this CPU can run.
-    public static let best: KernelVariant = available.last!
+    /// The variant models run with: the fastest this CPU can run, unless the environment variable
+    /// `SHRINK_KERNELS` names another available one (`swift`, `avx2`, `avx512`).
+    public static let best: KernelVariant = ProcessInfo.processInfo.environment["SHRINK_KERNELS"]
+        .flatMap(KernelVariant.init(rawValue:)).flatMap { available.contains($0) ? $0 : nil } ?? available.last!
 
     /// `out[i] = scales[i / block] · codes[i] − offsets[i / block]` (8-bit codes).
     @inline(__always)
@@ -22,7 +29,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
                        _ block: Int, _ out: UnsafeMutablePointer<Float>) {
         switch self {
         case .avx512: shrink_decode_affine_u8(codes, n, scales, offsets, block, out)
-        case .swift:
+        case .swift, .avx2:
             for i in 0..<n { out[i] = scales[i / block] * Float(codes[i]) - offsets[i / block] }
         }
     }
@@ -33,7 +40,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
                        _ block: Int, _ out: UnsafeMutablePointer<Float>) {
         switch self {
         case .avx512: shrink_decode_affine_u4(packed, n, scales, offsets, block, out)
-        case .swift:
+        case .swift, .avx2:
             for i in 0..<n {
                 let code = (packed[i >> 1] >> UInt8((i & 1) * 4)) & 0x0F
                 out[i] = scales[i / block] * Float(code) - offsets[i / block]
@@ -46,7 +53,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
     func decodeHalf(_ values: UnsafePointer<UInt16>, _ n: Int, bf16: Bool, _ out: UnsafeMutablePointer<Float>) {
         switch self {
         case .avx512: shrink_decode_half(values, n, bf16 ? 1 : 0, out)
-        case .swift:
+        case .swift, .avx2:
             for i in 0..<n {
                 out[i] = bf16 ? FloatingPointConversion.float(fromBFloat16Bits: values[i]) : FloatingPointConversion.float(fromHalfBits: values[i])
             }
@@ -58,7 +65,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
     func dotHalf(_ values: UnsafePointer<UInt16>, _ x: UnsafePointer<Float>, _ n: Int, bf16: Bool, scratch: UnsafeMutablePointer<Float>) -> Float {
         switch self {
         case .avx512: return shrink_dot_half(values, x, n, bf16 ? 1 : 0)
-        case .swift:
+        case .swift, .avx2:
             decodeHalf(values, n, bf16: bf16, scratch)
             return dot(scratch, x, n)
         }
@@ -69,7 +76,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
     func decodeLUT8(_ indices: UnsafePointer<UInt8>, _ n: Int, _ lut: UnsafePointer<Float>, _ out: UnsafeMutablePointer<Float>) {
         switch self {
         case .avx512: shrink_decode_lut_u8(indices, n, lut, out)
-        case .swift: for i in 0..<n { out[i] = lut[Int(indices[i])] }
+        case .swift, .avx2: for i in 0..<n { out[i] = lut[Int(indices[i])] }
         }
     }
 
@@ -78,7 +85,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
     func decodeLUT4(_ packed: UnsafePointer<UInt8>, _ n: Int, _ lut: UnsafePointer<Float>, _ out: UnsafeMutablePointer<Float>) {
         switch self {
         case .avx512: shrink_decode_lut_u4(packed, n, lut, out)
-        case .swift: for i in 0..<n { out[i] = lut[Int((packed[i >> 1] >> UInt8((i & 1) * 4)) & 0x0F)] }
+        case .swift, .avx2: for i in 0..<n { out[i] = lut[Int((packed[i >> 1] >> UInt8((i & 1) * 4)) & 0x0F)] }
         }
     }
 
@@ -90,7 +97,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
         switch self {
         case .avx512:
             return fourBit ? shrink_dot_affine_u4(codes, x, n, scales, offsets, block) : shrink_dot_affine_u8(codes, x, n, scales, offsets, block)
-        case .swift:
+        case .swift, .avx2:
             if fourBit { decodeAffine4(codes, n, scales, offsets, block, scratch) } else { decodeAffine8(codes, n, scales, offsets, block, scratch) }
             return dot(scratch, x, n)
         }
@@ -102,7 +109,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
                  scratch: UnsafeMutablePointer<Float>) -> Float {
         switch self {
         case .avx512: return shrink_dot_lut_u4(packed, x, n, lut)
-        case .swift:
+        case .swift, .avx2:
             decodeLUT4(packed, n, lut, scratch)
             return dot(scratch, x, n)
         }
@@ -115,7 +122,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
                 _ out: UnsafeMutablePointer<Float>, _ ldo: Int) {
         switch self {
         case .avx512: shrink_gemm_nt_f32(w, rowsW, x, rowsX, n, out, ldo)
-        case .swift:
+        case .swift, .avx2:
             for r in 0..<rowsW { for m in 0..<rowsX { out[m * ldo + r] = dot(w + r * n, x + m * n, n) } }
         }
     }
@@ -128,6 +135,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
                     _ y: UnsafeMutablePointer<Float>, ldy: Int, bias: UnsafePointer<Float>?) {
         switch self {
         case .avx512: shrink_gemm_f32_panels(packed, n, k, panels.lowerBound, panels.upperBound, x, rows, ldx, y, ldy, bias)
+        case .avx2: shrink_gemm_f32_panels_avx2(packed, n, k, panels.lowerBound, panels.upperBound, x, rows, ldx, y, ldy, bias)
         case .swift:
             for panel in panels {
                 for lane in 0..<16 where panel * 16 + lane < n {
@@ -149,7 +157,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
                       scales: UnsafePointer<Float>?, offsets: UnsafePointer<Float>?, block: Int, _ out: UnsafeMutablePointer<Float>) {
         switch self {
         case .avx512: shrink_decode_sparse(mask, kept, n, lut, lutSize, scales, offsets, block, out)
-        case .swift:
+        case .swift, .avx2:
             var next = 0
             for i in 0..<n {
                 guard (mask[i >> 3] >> UInt8(i & 7)) & 1 == 1 else { out[i] = 0; continue }
@@ -169,6 +177,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
         precondition(headSize <= 128)
         switch self {
         case .avx512: shrink_attention_head_f32(q, k, v, length, headSize, stride, scale, scratch, out)
+        case .avx2: shrink_attention_head_f32_avx2(q, k, v, length, headSize, stride, scale, scratch, out)
         case .swift:
             let scores = scratch
             for i in 0..<length {
@@ -201,6 +210,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
     public func gelu(_ x: UnsafeMutablePointer<Float>, _ n: Int) {
         switch self {
         case .avx512: shrink_gelu_f32(x, n)
+        case .avx2: shrink_gelu_f32_avx2(x, n)
         case .swift:
             for i in 0..<n { x[i] = 0.5 * x[i] * (1 + erff(x[i] * 0.70710678118654752)) }
         }
@@ -212,6 +222,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
                              gamma: UnsafePointer<Float>, beta: UnsafePointer<Float>, epsilon: Float) {
         switch self {
         case .avx512: shrink_add_layer_norm_f32(x, residual, rows, n, gamma, beta, epsilon)
+        case .avx2: shrink_add_layer_norm_f32_avx2(x, residual, rows, n, gamma, beta, epsilon)
         case .swift:
             for row in 0..<rows {
                 let line = x + row * n
@@ -232,6 +243,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
     func dot(_ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, _ n: Int) -> Float {
         switch self {
         case .avx512: return shrink_dot_f32(a, b, n)
+        case .avx2: return shrink_dot_f32_avx2(a, b, n)
         case .swift:
             var sum: Float = 0
             for i in 0..<n { sum += a[i] * b[i] }

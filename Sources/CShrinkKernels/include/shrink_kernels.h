@@ -151,4 +151,22 @@ void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t 
                                   size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
                                   const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias);
 
+// ---- The encoder's float kernels with AVX2 and FMA (kernels_avx2.c), for CPUs without AVX-512 ----
+// Same contracts as the AVX-512 functions of the same name without the suffix, in 8 float lanes.
+
+void shrink_gelu_f32_avx2(float *x, size_t n);
+
+void shrink_add_layer_norm_f32_avx2(float *x, const float *residual, size_t rows, size_t n, const float *gamma, const float *beta,
+                                    float epsilon);
+
+float shrink_dot_f32_avx2(const float *a, const float *b, size_t n);
+
+/// `scratch` as for shrink_attention_head_f32 (keys padded to 8 here, so its size suffices).
+void shrink_attention_head_f32_avx2(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
+                                    float scale, float *scratch, float *out);
+
+/// One FMA per input in input order per output, like shrink_gemm_f32_panels (same results).
+void shrink_gemm_f32_panels_avx2(const float *panels, size_t n, size_t k, size_t panel_begin, size_t panel_end, const float *x,
+                                 size_t rows, size_t ldx, float *y, size_t ldy, const float *bias);
+
 #endif
