@@ -220,6 +220,12 @@ VNNI static void widen_panels(const uint8_t *w, const uint8_t *luts, const uint8
     }
 }
 
+/// gemm_panels with the kind of panel as constants (so that each call site compiles to a kernel of
+/// its own), the weights' scales and offsets from panel FIRST on.
+#define PANELS(W, FOUR_BIT, LUTS, CENTERED, N, FIRST, BEGIN, END, Y, BIAS)                                                    \
+    gemm_panels(W, FOUR_BIT, LUTS, CENTERED, N, kpad, blocks_per_wblock, scales + (FIRST) * panel_floats,                  \
+                offsets + (FIRST) * panel_floats, BEGIN, END, xq, xscales, xsums, xisums, rows, Y, ldy, BIAS)
+
 VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points, size_t n,
                                   size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                                   size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
@@ -241,15 +247,23 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t 
                 size_t last = first + 2 < panel_end ? first + 2 : panel_end;
                 widen_panels(w, luts, zero_points, blocks_per_wblock, panel_floats, kpad, first, last, widened);
                 // The pair as panels 0 and 1 of their own: channels, tables and outputs from `first`.
-                gemm_panels(widened, 0, NULL, zero_points != NULL, n - first * 16, kpad,
-                            blocks_per_wblock, scales + first * panel_floats, offsets + first * panel_floats, 0, last - first, xq,
-                            xscales, xsums, xisums, rows, y + first * 16, ldy, bias ? bias + first * 16 : NULL);
+                const float *pair_bias = bias ? bias + first * 16 : NULL;
+                if (zero_points) {
+                    PANELS(widened, 0, NULL, 1, n - first * 16, first, 0, last - first, y + first * 16, pair_bias);
+                } else {
+                    PANELS(widened, 0, NULL, 0, n - first * 16, first, 0, last - first, y + first * 16, pair_bias);
+                }
             }
             return;
         }
     }
-    gemm_panels(w, four_bit, luts, 0, n, kpad, blocks_per_wblock, scales, offsets, panel_begin,
-                panel_end, xq, xscales, xsums, xisums, rows, y, ldy, bias);
+    if (!four_bit) {
+        PANELS(w, 0, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else if (luts) {
+        PANELS(w, 1, luts, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else {
+        PANELS(w, 1, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+    }
 }
 
 AVX512_READ uint64_t shrink_read_sum_u64(const uint64_t *values, size_t count) {
