@@ -130,11 +130,13 @@ public enum ActivationPrecision: String, CaseIterable, Sendable {
     /// integer path covers (`Int8PanelWeights`); other layers stay fp32.
     case int8
 
-    /// The operator for an encoded weight in this precision.
-    public func linear(weight: EncodedTensor, bias: [Float]?, threads: Int) -> any LinearOperator {
+    /// The operator for an encoded weight in this precision, running `kernels` (fp32 path) or
+    /// `integerKernels` (int8 path).
+    public func linear(weight: EncodedTensor, bias: [Float]?, threads: Int, kernels: KernelVariant = .best,
+                       integerKernels: IntegerKernelVariant = .best) -> any LinearOperator {
         if self == .int8, let panels = Int8PanelWeights(weight: weight) {
-            return Int8ActivationLinear(weights: panels, bias: bias, threads: threads)
+            return Int8ActivationLinear(weights: panels, bias: bias, threads: threads, variant: integerKernels)
         }
-        return PackedLinear(weight: weight, bias: bias, threads: threads)
+        return PackedLinear(weight: weight, bias: bias, threads: threads, variant: kernels)
     }
 }

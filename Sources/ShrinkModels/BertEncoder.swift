@@ -20,6 +20,8 @@ public final class BertEncoder: @unchecked Sendable {
     let layers: [Layer]
     /// Threads for attention, LayerNorm and GELU (the linear layers carry their own).
     let threads: Int
+    /// The float kernels (GELU, attention, LayerNorm) this encoder runs.
+    let kernels: KernelVariant
     let workspaces = WorkspaceCache()
 
     struct Layer {
@@ -51,6 +53,7 @@ public final class BertEncoder: @unchecked Sendable {
         }
         self.layers = layers
         threads = source.threads
+        kernels = source.kernels
     }
 
     /// Checks that every id `tokenizer` can produce has an embedding row and that its longest
@@ -177,14 +180,14 @@ public final class BertEncoder: @unchecked Sendable {
             work.attentionScratch = [Float](repeating: 0, count: threads * scratchPerWorker)
         }
         Attention.run(query: work.query, key: work.key, value: work.value, lengths: lengths, hidden: hidden, heads: config.heads,
-                      threads: threads, scratch: &work.attentionScratch, into: &work.context)
+                      threads: threads, kernel: kernels, scratch: &work.attentionScratch, into: &work.context)
         layer.attentionOutput.forward(work.context, rows: total, into: &work.projected)
         layer.attentionNorm.apply(&work.projected, adding: work.states, rows: total, epsilon: config.layerNormEpsilon, threads: threads)
         layer.intermediate.forward(work.projected, rows: total, into: &work.intermediate)
         let intermediateCount = total * config.intermediateSize
         work.intermediate.withUnsafeMutableBufferPointer { buffer in
             WorkerPool.shared.run(Parallel.workers(intermediateCount, threads: threads, minimumPerThread: 1 << 16),
-                                  GELUJob(values: buffer.baseAddress!, count: intermediateCount))
+                                  GELUJob(values: buffer.baseAddress!, count: intermediateCount, kernel: kernels))
         }
         layer.output.forward(work.intermediate, rows: total, into: &work.states)
         layer.outputNorm.apply(&work.states, adding: work.projected, rows: total, epsilon: config.layerNormEpsilon, threads: threads)
@@ -197,10 +200,11 @@ struct GELUJob: ParallelJob {
     static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: GELUJob.self).pointee.run(worker: worker, of: workers) } }
     let values: UnsafeMutablePointer<Float>
     let count: Int
+    let kernel: KernelVariant
 
     func run(worker: Int, of workers: Int) {
         let range = Parallel.range(worker: worker, of: workers, count: count)
-        KernelVariant.best.gelu(values + range.lowerBound, range.count)
+        kernel.gelu(values + range.lowerBound, range.count)
     }
 }
 
@@ -223,7 +227,7 @@ enum Attention {
 
     /// `scratch` holds `threads × scratch(longest:headSize:)` floats.
     static func run(query: [Float], key: [Float], value: [Float], lengths: [Int], hidden: Int, heads: Int, threads: Int,
-                    scratch: inout [Float], into context: inout [Float]) {
+                    kernel: KernelVariant, scratch: inout [Float], into context: inout [Float]) {
         let headSize = hidden / heads
         let scale = 1 / sqrt(Float(headSize))
         let longest = lengths.max() ?? 0
@@ -236,7 +240,7 @@ enum Attention {
                             scratch.withUnsafeMutableBufferPointer { scratchBuffer in
                                 let job = HeadsJob(query: q.baseAddress!, key: k.baseAddress!, value: v.baseAddress!, context: c.baseAddress!,
                                                    lengths: lengthBuffer, hidden: hidden, heads: heads, scale: scale, longest: longest,
-                                                   scratch: scratchBuffer.baseAddress!)
+                                                   scratch: scratchBuffer.baseAddress!, kernel: kernel)
                                 WorkerPool.shared.run(work >= 1 << 20 ? Parallel.workers(lengths.count * heads, threads: threads) : 1, job)
                             }
                         }
@@ -257,6 +261,7 @@ enum Attention {
         let longest: Int
         /// `scratch(longest:headSize:)` floats per worker.
         let scratch: UnsafeMutablePointer<Float>
+        let kernel: KernelVariant
 
         func run(worker: Int, of workers: Int) {
             let range = Parallel.range(worker: worker, of: workers, count: lengths.count * heads)
@@ -264,7 +269,6 @@ enum Attention {
             // Token offset of the range's first sentence, then advanced sentence by sentence.
             var sentence = range.lowerBound / heads
             var start = lengths[0..<sentence].reduce(0, +)
-            let kernel = KernelVariant.best
             let fused = longest <= fusedLength && headSize <= 128
             let scratch = self.scratch + worker * Attention.scratch(longest: longest, headSize: headSize)
             for pair in range {
@@ -276,7 +280,7 @@ enum Attention {
                                          stride: hidden, scale: scale, scratch: scratch, out: context + offset)
                 } else {
                     tiled(query: query + offset, key: key + offset, value: value + offset, length: length, headSize: headSize,
-                          hidden: hidden, scale: scale, scratch: scratch, capacity: longest, into: context + offset)
+                          hidden: hidden, scale: scale, kernel: kernel, scratch: scratch, capacity: longest, into: context + offset)
                 }
             }
         }
@@ -285,7 +289,8 @@ enum Attention {
     /// One head of one sequence through the tiled kernel; `scratch` holds `3 · capacity · headSize
     /// + capacity²` floats.
     static func tiled(query: UnsafePointer<Float>, key: UnsafePointer<Float>, value: UnsafePointer<Float>, length: Int, headSize: Int,
-                      hidden: Int, scale: Float, scratch: UnsafeMutablePointer<Float>, capacity: Int, into context: UnsafeMutablePointer<Float>) {
+                      hidden: Int, scale: Float, kernel: KernelVariant, scratch: UnsafeMutablePointer<Float>, capacity: Int,
+                      into context: UnsafeMutablePointer<Float>) {
         let (qh, kh, vT, scores) = (scratch, scratch + capacity * headSize, scratch + 2 * capacity * headSize, scratch + 3 * capacity * headSize)
         for token in 0..<length {
             for d in 0..<headSize {
@@ -294,7 +299,6 @@ enum Attention {
                 vT[d * length + token] = value[token * hidden + d]
             }
         }
-        let kernel = KernelVariant.best
         // scores[i][j] = q_i · k_j
         kernel.gemmNT(kh, length, qh, length, headSize, scores, length)
         softmaxRows(scores, rows: length, columns: length)
@@ -323,6 +327,7 @@ enum Attention {
 struct LayerNormWeights {
     let gamma: [Float]
     let beta: [Float]
+    let kernel: KernelVariant
 
     /// `values = LayerNorm(values + residual)` row by row (`residual` optional), rows split over threads.
     func apply(_ values: inout [Float], adding residual: [Float]? = nil, rows: Int, epsilon: Float, threads: Int) {
@@ -334,7 +339,8 @@ struct LayerNormWeights {
                     values.withUnsafeMutableBufferPointer { buffer in
                         WorkerPool.shared.run(Parallel.workers(rows, threads: threads, minimumPerThread: 64),
                                               LayerNormJob(values: buffer.baseAddress!, residual: residual == nil ? nil : r.baseAddress, rows: rows,
-                                                           size: size, gamma: g.baseAddress!, beta: b.baseAddress!, epsilon: epsilon))
+                                                           size: size, gamma: g.baseAddress!, beta: b.baseAddress!, epsilon: epsilon,
+                                                           kernel: kernel))
                     }
                 }
             }
@@ -350,10 +356,11 @@ struct LayerNormJob: ParallelJob {
     let rows, size: Int
     let gamma, beta: UnsafePointer<Float>
     let epsilon: Float
+    let kernel: KernelVariant
 
     func run(worker: Int, of workers: Int) {
         let range = Parallel.range(worker: worker, of: workers, count: rows)
-        KernelVariant.best.addLayerNorm(values + range.lowerBound * size, residual: residual.map { $0 + range.lowerBound * size },
+        kernel.addLayerNorm(values + range.lowerBound * size, residual: residual.map { $0 + range.lowerBound * size },
                                         rows: range.count, size, gamma: gamma, beta: beta, epsilon: epsilon)
     }
 }

@@ -18,9 +18,9 @@ public struct EmbeddingTable: Sendable {
         self.columns = columns
     }
 
-    init(encoded table: EncodedTensor) {
+    init(encoded table: EncodedTensor, kernels: KernelVariant) {
         dense = nil
-        encoded = PackedLinear(weight: table, bias: nil, threads: 1)
+        encoded = PackedLinear(weight: table, bias: nil, threads: 1, variant: kernels)
         rows = table.shape[0]
         columns = table.shape[1]
     }
@@ -60,18 +60,26 @@ public final class WeightSource: @unchecked Sendable {
     public let threads: Int
     /// The precision encoded linear layers compute in.
     public let activations: ActivationPrecision
+    /// The float kernels everything built from this source runs.
+    public let kernels: KernelVariant
+    /// The integer kernels of layers computing with int8 activations.
+    public let integerKernels: IntegerKernelVariant
 
     /// Sees the inputs of every linear layer built from this source (calibration).
     let observer: (any LinearInputObserver)?
 
     /// Opens `path` (memory-mapped); encoded layers will use `threads` threads and compute in
-    /// `activations` precision; `observer`, if any, sees every linear layer's inputs.
+    /// `activations` precision; everything runs `kernels` and `integerKernels` (default: the
+    /// fastest this CPU runs); `observer`, if any, sees every linear layer's inputs.
     public init(path: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount, activations: ActivationPrecision = .int8,
+                kernels: KernelVariant = .best, integerKernels: IntegerKernelVariant = .best,
                 observer: (any LinearInputObserver)? = nil) throws {
         self.path = path
         self.observer = observer
         self.threads = threads
         self.activations = activations
+        self.kernels = kernels
+        self.integerKernels = integerKernels
         model = try CompressedModel(file: try SafetensorsFile(path: path))
         dense = Dictionary(uniqueKeysWithValues: model.denseTensors.map { ($0.name, $0.tensor) })
         encoded = Dictionary(uniqueKeysWithValues: model.encodedTensors.map { ($0.name, $0) })
@@ -107,13 +115,13 @@ public final class WeightSource: @unchecked Sendable {
         let bias = dense[name + ".bias"] == nil ? nil : try floats(name + ".bias", shape: [out])
         if let weight = encoded[name + ".weight"] {
             try checkShape(weight, [out, inputs])
-            return activations.linear(weight: weight, bias: bias, threads: threads)
+            return activations.linear(weight: weight, bias: bias, threads: threads, kernels: kernels, integerKernels: integerKernels)
         }
         if let tensor = dense[name + ".weight"], tensor.dtype == .f16 || tensor.dtype == .bf16 {
             return try halfPrecisionLinear(name + ".weight", tensor, out: out, in: inputs, bias: bias)
         }
         return DenseLinear(weights: try floats(name + ".weight", shape: [out, inputs]), bias: bias, outFeatures: out, inFeatures: inputs,
-                           threads: threads)
+                           threads: threads, variant: kernels)
     }
 
     /// An F16/BF16 weight kept in its 16 bits and widened by the kernels (`PackedLinear`).
@@ -131,7 +139,7 @@ public final class WeightSource: @unchecked Sendable {
         do {
             let weight = try EncodedTensor(name: name, shape: tensor.shape, sourceDType: tensor.dtype, encoding: .dense(tensor.dtype),
                                            parts: ["values": tensor])
-            return PackedLinear(weight: weight, bias: bias, threads: threads)
+            return PackedLinear(weight: weight, bias: bias, threads: threads, variant: kernels)
         } catch {
             throw .invalidWeight(tensor: name, reason: "\(error)")
         }
@@ -143,7 +151,7 @@ public final class WeightSource: @unchecked Sendable {
             guard table.shape.count == 2, table.shape[1] == columns else {
                 throw .invalidWeight(tensor: name, reason: "has shape \(Shape.describe(table.shape)), expected [rows, \(columns)]")
             }
-            return EmbeddingTable(encoded: table)
+            return EmbeddingTable(encoded: table, kernels: kernels)
         }
         guard let tensor = dense[name], tensor.shape.count == 2 else { throw .invalidWeight(tensor: name, reason: "missing from \(path)") }
         return EmbeddingTable(dense: try floats(name, shape: [tensor.shape[0], columns]), rows: tensor.shape[0], columns: columns)
@@ -151,6 +159,6 @@ public final class WeightSource: @unchecked Sendable {
 
     /// LayerNorm `name` (`name.weight`, `name.bias`).
     func layerNorm(_ name: String, size: Int) throws(ModelError) -> LayerNormWeights {
-        LayerNormWeights(gamma: try floats(name + ".weight", shape: [size]), beta: try floats(name + ".bias", shape: [size]))
+        LayerNormWeights(gamma: try floats(name + ".weight", shape: [size]), beta: try floats(name + ".bias", shape: [size]), kernel: kernels)
     }
 }
