@@ -65,10 +65,11 @@ VNNI INLINE __m512i centering_bytes(const uint8_t *z) {
 }
 
 /// One register tile: `mr` activation rows times `np` panels of 16 output channels, over the
-/// whole input. Integer sums per 32-input block become floats scaled by the weight block's scale
-/// times the activation block's scale; each weight block subtracts its offset times the block
-/// sums of the activations, unless the tile is centered (byte codes q - z + 128 against dots that
-/// start at -128 * sum(q_x), no offsets).
+/// whole input. Integer sums per 32-input block are summed as floats times the activation block's
+/// scale; each weight block's sum is multiplied by its weight scale and, unless the tile is
+/// centered (byte codes q - z + 128 against dots that start at -128 * sum(q_x)), loses its offset
+/// times the activations' block sums. Scaling once per weight block instead of once per activation
+/// block: MiniLM int8 and palettes 5–7 % faster (1 thread, batch 1 and 32).
 VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit, const uint8_t *luts, int centered,
                       size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets, size_t panel_floats,
                       const int8_t *xq, const float *xscales, const float *xsums, const int32_t *xisums, int mr, float *y, size_t ldy,
@@ -87,7 +88,11 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
         __m512 scale[2];
         for (int p = 0; p < np; p++) scale[p] = _mm512_loadu_ps(scales + p * panel_floats + wb * 16);
         float block_sum[MAX_TILE_ROWS];
-        for (int m = 0; m < mr; m++) block_sum[m] = 0;
+        __m512 partial[MAX_TILE_ROWS][2];
+        for (int m = 0; m < mr; m++) {
+            block_sum[m] = 0;
+            for (int p = 0; p < np; p++) partial[m][p] = _mm512_setzero_ps();
+        }
         size_t end = block + blocks_per_wblock < blocks ? block + blocks_per_wblock : blocks;
         for (; block < end; block++) {
             // Centered codes (q - z + 128) start from -128 * sum(q_x), leaving sum((q - z) * q_x).
@@ -131,11 +136,11 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
             for (int m = 0; m < mr; m++) {
                 __m512 xs = _mm512_set1_ps(xscales[m * blocks + block]);
                 block_sum[m] += xsums[m * blocks + block];
-                for (int p = 0; p < np; p++) {
-                    acc[m][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[m][p]), _mm512_mul_ps(scale[p], xs), acc[m][p]);
-                }
+                for (int p = 0; p < np; p++) partial[m][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[m][p]), xs, partial[m][p]);
             }
         }
+        for (int m = 0; m < mr; m++)
+            for (int p = 0; p < np; p++) acc[m][p] = _mm512_fmadd_ps(partial[m][p], scale[p], acc[m][p]);
         if (!centered) {
             for (int p = 0; p < np; p++) {
                 __m512 offset = _mm512_loadu_ps(offsets + p * panel_floats + wb * 16);

@@ -91,6 +91,8 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
         const __m256i z = zero_points ? _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zero_points + wb * 16 + h * 8)))
                                       : _mm256_setzero_si256();
         float block_sum[4] = {0, 0, 0, 0};
+        __m256 partial[4];
+        for (int m = 0; m < mr; m++) partial[m] = _mm256_setzero_ps();
         size_t end = block + blocks_per_wblock < blocks ? block + blocks_per_wblock : blocks;
         for (; block < end; block++) {
             // Centered (zero points given): sum((q - z) * q_x) = sum(q * q_x) - z * sum(q_x).
@@ -137,10 +139,10 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
             }
             for (int m = 0; m < mr; m++) {
                 block_sum[m] += xsums[m * blocks + block];
-                __m256 factor = _mm256_mul_ps(scale, _mm256_set1_ps(xscales[m * blocks + block]));
-                acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[m]), factor, acc[m]);
+                partial[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[m]), _mm256_set1_ps(xscales[m * blocks + block]), partial[m]);
             }
         }
+        for (int m = 0; m < mr; m++) acc[m] = _mm256_fmadd_ps(partial[m], scale, acc[m]);
         if (!zero_points) {
             const __m256 offset = _mm256_loadu_ps(offsets + wb * 16 + h * 8);
             for (int m = 0; m < mr; m++) acc[m] = _mm256_fnmadd_ps(offset, _mm256_set1_ps(block_sum[m]), acc[m]);

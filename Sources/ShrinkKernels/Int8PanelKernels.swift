@@ -81,7 +81,7 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
                         while block < blocks {
                             let scale = scales[panel * panelFloats + weightBlock * 16 + lane]
                             let shift = centered.map { 128 - Int32($0[panel * panelFloats + weightBlock * 16 + lane]) } ?? 0
-                            var blockSum: Float = 0
+                            var blockSum: Float = 0, partial: Float = 0
                             let end = min(block + w.blocksPerWeightBlock, blocks)
                             while block < end {
                                 var dot: Int32 = centered == nil ? 0 : -128 * xIntegerSums[m * blocks + block]
@@ -89,10 +89,11 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
                                     let code = w.code(panel: panel, lane: lane, input: block * 32 + i, codes: codes, luts: luts)
                                     dot += (Int32(code) + shift) * Int32(xq[m * kpad + block * 32 + i])
                                 }
-                                acc = acc.addingProduct(Float(dot), scale * xScales[m * blocks + block])
+                                partial = partial.addingProduct(Float(dot), xScales[m * blocks + block])
                                 blockSum += xSums[m * blocks + block]
                                 block += 1
                             }
+                            acc = acc.addingProduct(partial, scale)
                             if centered == nil {
                                 acc = acc.addingProduct(-offsets[panel * panelFloats + weightBlock * 16 + lane], blockSum)
                             }

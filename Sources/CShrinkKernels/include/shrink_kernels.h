@@ -102,9 +102,11 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 // block); per block the integer sum(q) and the block sum s * sum(q).
 // Then y[m][n] = bias[n] + sum over weight blocks of (a * sum over its activation blocks of
 // (s * sum(q_x * q_w)) - o * sum over its activation blocks of s * sum(q_x)).
+// In that order: per weight block, the activation blocks' s * sum(q_x * q_w) are summed (one FMA
+// each, in block order), the sum is multiplied by a and added (one FMA), then the offset term.
 // Centered form (4-bit affine codes with integer zero points z, o = a * z, from
-// SHRINK_WIDEN_FROM_ROWS rows on): the codes are widened to bytes q - z + 128 and each activation
-// block contributes a * s * (sum(q_x * (q_w - z + 128)) - 128 * sum(q_x)), with no offset term.
+// SHRINK_WIDEN_FROM_ROWS rows on): the codes are widened to bytes q - z + 128, each activation
+// block's integer sum is sum(q_x * (q_w - z + 128)) - 128 * sum(q_x), and there is no offset term.
 
 /// From this many rows on, 4-bit panels are widened to bytes once per pair of panels (in a
 /// per-thread buffer) and run in tiles of 4 rows by 2 panels, instead of being unpacked in every
