@@ -8,10 +8,10 @@
 // and multiplied as |s| * (x signed by s), at most 128 * 127 * 2 = 32512 per pair, with
 // 128 * sum(q_x) added back to each dot.
 #include "shrink_kernels.h"
+#include "tiles.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#include <string.h>
 
 #define AVX2 __attribute__((target("avx2,fma")))
 #define INLINE static inline __attribute__((always_inline))
@@ -31,16 +31,12 @@ AVX2 void shrink_quantize_rows_s8_avx2(const float *x, size_t rows, size_t k, si
         for (size_t b = 0; b < blocks; b++) {
             size_t start = b * 32;
             size_t count = start >= k ? 0 : (k - start < 32 ? k - start : 32);
-            float padded[32] = {0};
-            const float *values = row + start;
-            if (count < 32) {
-                memcpy(padded, values, count * sizeof(float));
-                values = padded;
-            }
             __m256 v[4];
             __m256 magnitude = _mm256_setzero_ps();
             for (int j = 0; j < 4; j++) {
-                v[j] = _mm256_loadu_ps(values + 8 * j);
+                // Masked loads read nothing past the row's end; the padding lanes are 0.
+                size_t lane = 8 * (size_t)j;
+                v[j] = _mm256_maskload_ps(row + start + lane, tail_mask8(count > lane ? count - lane : 0));
                 magnitude = _mm256_max_ps(magnitude, _mm256_andnot_ps(sign, v[j]));
             }
             __m128 half = _mm_max_ps(_mm256_castps256_ps128(magnitude), _mm256_extractf128_ps(magnitude, 1));
@@ -148,15 +144,7 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
             for (int m = 0; m < mr; m++) acc[m] = _mm256_fnmadd_ps(offset, _mm256_set1_ps(block_sum[m]), acc[m]);
         }
     }
-    size_t count = n - first < 8 ? n - first : 8;
-    float bias8[8] = {0};
-    if (bias) memcpy(bias8, bias + first, count * sizeof(float));
-    const __m256 b = _mm256_loadu_ps(bias8);
-    for (int m = 0; m < mr; m++) {
-        float out[8];
-        _mm256_storeu_ps(out, _mm256_add_ps(acc[m], b));
-        memcpy(y + m * ldy + first, out, count * sizeof(float));
-    }
+    store_tile8(acc, mr, y, ldy, first, n, bias);
 }
 
 #define TILE_AVX2(MR)                                                                                                                 \

@@ -11,13 +11,6 @@
 #define AVX2 __attribute__((target("avx2,fma")))
 #define INLINE static inline __attribute__((always_inline))
 
-static const int32_t lane_masks[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-
-/// All lanes below `remaining` (capped at 8) set, as a mask for `vmaskmovps`.
-AVX2 INLINE __m256i tail_mask8(size_t remaining) {
-    return _mm256_loadu_si256((const __m256i *)(lane_masks + 8 - (remaining < 8 ? remaining : 8)));
-}
-
 AVX2 INLINE float sum8(__m256 v) {
     __m128 half = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     half = _mm_add_ps(half, _mm_movehl_ps(half, half));
@@ -183,9 +176,9 @@ AVX2 INLINE void f32_tile(const float *w, size_t k, const float *x, size_t ldx, 
         }
     }
     for (int h = 0; h < 2 && n0 + h * 8 < n; h++) {
-        __m256i mask = tail_mask8(n - n0 - h * 8);
-        __m256 b = bias ? _mm256_maskload_ps(bias + n0 + h * 8, mask) : _mm256_setzero_ps();
-        for (int m = 0; m < mr; m++) _mm256_maskstore_ps(y + m * ldy + n0 + h * 8, mask, _mm256_add_ps(acc[m][h], b));
+        __m256 column[6];
+        for (int m = 0; m < mr; m++) column[m] = acc[m][h];
+        store_tile8(column, mr, y, ldy, n0 + h * 8, n, bias);
     }
 }
 

@@ -51,6 +51,22 @@ __attribute__((target("avx512f"), always_inline)) static inline void store_tile(
         for (int m = 0; m < mr; m++) _mm512_mask_storeu_ps(y + m * ldy + first, mask, _mm512_add_ps(acc[m][p], b));
     }
 }
+
+static const int32_t shrink_lane_masks[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+/// The 8 float lanes below `remaining` (capped at 8) set, as a mask for `vmaskmovps`.
+__attribute__((target("avx2"), always_inline)) static inline __m256i tail_mask8(size_t remaining) {
+    return _mm256_loadu_si256((const __m256i *)(shrink_lane_masks + 8 - (remaining < 8 ? remaining : 8)));
+}
+
+/// Stores rows [0, mr) of one 8-channel accumulator column at y + m * ldy + first, adding bias
+/// (may be NULL) and masking channels from n on (the AVX2 kernels' store_tile).
+__attribute__((target("avx2"), always_inline)) static inline void store_tile8(const __m256 *acc, int mr, float *y, size_t ldy,
+                                                                               size_t first, size_t n, const float *bias) {
+    __m256i mask = tail_mask8(n - first);
+    __m256 b = bias ? _mm256_maskload_ps(bias + first, mask) : _mm256_setzero_ps();
+    for (int m = 0; m < mr; m++) _mm256_maskstore_ps(y + m * ldy + first, mask, _mm256_add_ps(acc[m], b));
+}
 #endif
 
 #endif

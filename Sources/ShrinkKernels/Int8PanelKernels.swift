@@ -1,5 +1,4 @@
 import CShrinkKernels
-import Foundation
 
 /// The implementations of the integer kernels (activations quantized to int8, u8 weight codes);
 /// see `shrink_kernels.h` for the layouts and the arithmetic both follow.
@@ -18,9 +17,8 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
 
     /// The variant models run with: the fastest this CPU can run, unless the environment variable
     /// `SHRINK_INTEGER_KERNELS` names another available one (`swift`, `avx2`, `avx512vnni`), which
-    /// lets a benchmark measure a slower CPU's path here.
-    public static let best: IntegerKernelVariant = ProcessInfo.processInfo.environment["SHRINK_INTEGER_KERNELS"]
-        .flatMap(IntegerKernelVariant.init(rawValue:)).flatMap { available.contains($0) ? $0 : nil } ?? available.last!
+    /// lets a benchmark measure a slower CPU's path here (any other value: a warning on standard error).
+    public static let best: IntegerKernelVariant = KernelChoice.fromEnvironment("SHRINK_INTEGER_KERNELS", available: available)
 
     /// Quantizes `rows` rows of `k` floats (stride `ldx`) into int8 rows of `kpad` inputs, with one
     /// scale, one block sum and one integer block sum per 32 inputs.

@@ -19,9 +19,9 @@ public enum KernelVariant: String, CaseIterable, Sendable {
         [.swift] + (shrink_cpu_has_avx2() != 0 ? [.avx2] : []) + (shrink_cpu_has_avx512() != 0 ? [.avx512] : [])
 
     /// The variant models run with: the fastest this CPU can run, unless the environment variable
-    /// `SHRINK_KERNELS` names another available one (`swift`, `avx2`, `avx512`).
-    public static let best: KernelVariant = ProcessInfo.processInfo.environment["SHRINK_KERNELS"]
-        .flatMap(KernelVariant.init(rawValue:)).flatMap { available.contains($0) ? $0 : nil } ?? available.last!
+    /// `SHRINK_KERNELS` names another available one (`swift`, `avx2`, `avx512`; any other value: a
+    /// warning on standard error).
+    public static let best: KernelVariant = KernelChoice.fromEnvironment("SHRINK_KERNELS", available: available)
 
     /// `out[i] = scales[i / block] · codes[i] − offsets[i / block]` (8-bit codes).
     @inline(__always)
