@@ -56,12 +56,10 @@ static const uint8_t channel_of_byte[64] = {0,  0,  0,  0,  1,  1,  1,  1,  2,  
                                              5,  5,  6,  6,  6,  6,  7,  7,  7,  7,  8,  8,  8,  8,  9,  9,  9,  9,  10, 10, 10, 10,
                                              11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15};
 
-/// Bytes 128 - z for the 16 channels of a 64-byte group of codes, from the 16 zero points `z` of a
-/// panel's weight block.
-VNNI INLINE __m512i centering_bytes(const uint8_t *z) {
-    __m128i shift = _mm_sub_epi8(_mm_set1_epi8((char)128), _mm_loadu_si128((const __m128i *)z));
-    // vpshufb picks within 128-bit lanes, each of which holds all 16 shifts.
-    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(shift), _mm512_loadu_si512(channel_of_byte));
+/// One byte per channel (16) spread over a 64-byte group of codes: byte 4r + i gets channel r's.
+VNNI INLINE __m512i channel_bytes(__m128i values) {
+    // vpshufb picks within 128-bit lanes, each of which holds all 16 values.
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(values), _mm512_loadu_si512(channel_of_byte));
 }
 
 /// One register tile: `mr` activation rows times `np` panels of 16 output channels, over the
@@ -198,26 +196,41 @@ VNNI INLINE void gemm_panels(const uint8_t *w, int four_bit, const uint8_t *luts
 
 /// Nibble panels [begin, end) widened to byte panels (LUT applied) in `out`: each 64-byte octet
 /// becomes the two 64-byte quads it holds. With `zero_points` (u8, laid out like the scales), each
-/// code q becomes q - z + 128 for its channel's and weight block's zero point z ("centered").
-VNNI static void widen_panels(const uint8_t *w, const uint8_t *luts, const uint8_t *zero_points, size_t blocks_per_wblock,
-                              size_t panel_floats, size_t kpad, size_t begin, size_t end, uint8_t *out) {
+/// code q becomes q - z + 128 for its channel's and weight block's zero point z ("centered"), and
+/// with `multipliers` too, (q - z) * m + 128 ("integer-scaled").
+VNNI static void widen_panels(const uint8_t *w, const uint8_t *luts, const uint8_t *zero_points, const uint8_t *multipliers,
+                              size_t blocks_per_wblock, size_t panel_floats, size_t kpad, size_t begin, size_t end, uint8_t *out) {
     const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
+    const __m128i bias = _mm_set1_epi8((char)128);
     for (size_t panel = begin; panel < end; panel++) {
         const uint8_t *source = w + panel * kpad * 8;
         uint8_t *target = out + (panel - begin) * kpad * 16;
         __m512i table = luts ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(luts + panel * 16))) : _mm512_setzero_si512();
-        __m512i shift = _mm512_setzero_si512();
+        __m512i shift = _mm512_setzero_si512(), factor = _mm512_setzero_si512();
         size_t wblock = (size_t)-1;
         for (size_t octet = 0; octet < kpad / 8; octet++) {
             if (zero_points && octet / 4 / blocks_per_wblock != wblock) {
                 wblock = octet / 4 / blocks_per_wblock;
-                shift = centering_bytes(zero_points + panel * panel_floats + wblock * 16);
+                __m128i z = _mm_loadu_si128((const __m128i *)(zero_points + panel * panel_floats + wblock * 16));
+                if (multipliers) {
+                    // q * m < 256, so one 16-bit multiply by m gives both bytes' products; then + 128 - z * m.
+                    __m128i m = _mm_loadu_si128((const __m128i *)(multipliers + panel * panel_floats + wblock * 16));
+                    __m256i zm = _mm256_mullo_epi16(_mm256_cvtepu8_epi16(z), _mm256_cvtepu8_epi16(m));
+                    shift = channel_bytes(_mm_sub_epi8(bias, _mm256_cvtepi16_epi8(zm)));
+                    factor = _mm512_and_si512(channel_bytes(m), _mm512_set1_epi16(0x00FF));
+                } else {
+                    shift = channel_bytes(_mm_sub_epi8(bias, z));
+                }
             }
             __m512i v = _mm512_loadu_si512(source + octet * 64);
             __m512i lo = _mm512_and_si512(v, low_nibbles), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
             if (luts) {
                 lo = _mm512_shuffle_epi8(table, lo);
                 hi = _mm512_shuffle_epi8(table, hi);
+            }
+            if (multipliers) {
+                lo = _mm512_mullo_epi16(lo, factor);
+                hi = _mm512_mullo_epi16(hi, factor);
             }
             _mm512_storeu_si512(target + octet * 128, _mm512_add_epi8(lo, shift));
             _mm512_storeu_si512(target + octet * 128 + 64, _mm512_add_epi8(hi, shift));
@@ -231,7 +244,8 @@ VNNI static void widen_panels(const uint8_t *w, const uint8_t *luts, const uint8
     gemm_panels(W, FOUR_BIT, LUTS, CENTERED, N, kpad, blocks_per_wblock, scales + (FIRST) * panel_floats,                  \
                 offsets + (FIRST) * panel_floats, BEGIN, END, xq, xscales, xsums, xisums, rows, Y, ldy, BIAS)
 
-VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points, size_t n,
+VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points,
+                                  const uint8_t *multipliers, const float *channel_scales, size_t n,
                                   size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                                   size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
                                   const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias) {
@@ -239,6 +253,7 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t 
     const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
     const size_t panel_floats = wblocks * 16;
     if (!four_bit || luts) zero_points = NULL;
+    if (!zero_points || !channel_scales) multipliers = NULL;
     if (four_bit && rows >= SHRINK_WIDEN_FROM_ROWS) {
         static __thread uint8_t *widened = NULL;
         static __thread size_t capacity = 0;
@@ -250,10 +265,15 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t 
         if (widened) {
             for (size_t first = panel_begin; first < panel_end; first += 2) {
                 size_t last = first + 2 < panel_end ? first + 2 : panel_end;
-                widen_panels(w, luts, zero_points, blocks_per_wblock, panel_floats, kpad, first, last, widened);
+                widen_panels(w, luts, zero_points, multipliers, blocks_per_wblock, panel_floats, kpad, first, last, widened);
                 // The pair as panels 0 and 1 of their own: channels, tables and outputs from `first`.
                 const float *pair_bias = bias ? bias + first * 16 : NULL;
-                if (zero_points) {
+                if (multipliers) {
+                    // One weight block per row, scaled by the channel scales.
+                    const float *pair_scales = channel_scales + first * 16;
+                    gemm_panels(widened, 0, NULL, 1, n - first * 16, kpad, blocks, pair_scales, pair_scales, 0, last - first, xq,
+                                xscales, xsums, xisums, rows, y + first * 16, ldy, pair_bias);
+                } else if (zero_points) {
                     PANELS(widened, 0, NULL, 1, n - first * 16, first, 0, last - first, y + first * 16, pair_bias);
                 } else {
                     PANELS(widened, 0, NULL, 0, n - first * 16, first, 0, last - first, y + first * 16, pair_bias);
@@ -299,11 +319,12 @@ void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, 
     (void)x, (void)rows, (void)k, (void)ldx, (void)kpad, (void)xq, (void)scales, (void)sums, (void)integer_sums;
 }
 
-void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points, size_t n,
+void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points,
+                             const uint8_t *multipliers, const float *channel_scales, size_t n,
                              size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                              size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
                              const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias) {
-    (void)w, (void)four_bit, (void)luts, (void)zero_points, (void)n, (void)kpad, (void)blocks_per_wblock, (void)scales, (void)offsets;
+    (void)w, (void)four_bit, (void)luts, (void)zero_points, (void)multipliers, (void)channel_scales, (void)n, (void)kpad, (void)blocks_per_wblock, (void)scales, (void)offsets;
     (void)panel_begin, (void)panel_end, (void)xq, (void)xscales, (void)xsums, (void)xisums, (void)rows, (void)y, (void)ldy, (void)bias;
 }
 

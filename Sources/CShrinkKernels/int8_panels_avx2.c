@@ -67,8 +67,11 @@ AVX2 void shrink_quantize_rows_s8_avx2(const float *x, size_t rows, size_t k, si
 }
 
 /// One register tile: `mr` (<= 4) activation rows times the 8 channels of half `h` of one panel
-/// (bytes 32h..32h+31 of every 64-byte group), over the whole input.
-AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const uint8_t *zero_points, int h, size_t kpad,
+/// (bytes 32h..32h+31 of every 64-byte group), over the whole input. Zero points and multipliers
+/// change every `zm_blocks` activation blocks (the codes' weight blocks; in the integer-scaled form
+/// the scales have one block per row).
+AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const uint8_t *zero_points, const uint8_t *multipliers,
+                      size_t zm_blocks, int h, size_t kpad,
                       size_t blocks_per_wblock, const float *scales, const float *offsets, const int8_t *xq, const float *xscales,
                       const float *xsums, const int32_t *xisums, int mr, float *y, size_t ldy, size_t first, size_t n,
                       const float *bias) {
@@ -84,14 +87,16 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
     size_t block = 0;
     for (size_t wb = 0; block < blocks; wb++) {
         const __m256 scale = _mm256_loadu_ps(scales + wb * 16 + h * 8);
-        const __m256i z = zero_points ? _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zero_points + wb * 16 + h * 8)))
-                                      : _mm256_setzero_si256();
         float block_sum[4] = {0, 0, 0, 0};
         __m256 partial[4];
         for (int m = 0; m < mr; m++) partial[m] = _mm256_setzero_ps();
         size_t end = block + blocks_per_wblock < blocks ? block + blocks_per_wblock : blocks;
         for (; block < end; block++) {
-            // Centered (zero points given): sum((q - z) * q_x) = sum(q * q_x) - z * sum(q_x).
+            // Centered (zero points given): sum((q - z) * q_x) = sum(q * q_x) - z * sum(q_x), times m
+            // when integer-scaled.
+            const size_t zm = (block / zm_blocks) * 16 + (size_t)h * 8;
+            const __m256i z = zero_points ? _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zero_points + zm)))
+                                          : _mm256_setzero_si256();
             __m256i dot[4];
             for (int m = 0; m < mr; m++) {
                 int32_t integer_sum = xisums[m * blocks + block];
@@ -133,6 +138,10 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
                     }
                 }
             }
+            if (multipliers) {
+                const __m256i factor = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(multipliers + zm)));
+                for (int m = 0; m < mr; m++) dot[m] = _mm256_mullo_epi32(dot[m], factor);
+            }
             for (int m = 0; m < mr; m++) {
                 block_sum[m] += xsums[m * blocks + block];
                 partial[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[m]), _mm256_set1_ps(xscales[m * blocks + block]), partial[m]);
@@ -149,10 +158,12 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
 
 #define TILE_AVX2(MR)                                                                                                                 \
     tile(w + panel * panel_bytes, four_bit, luts ? luts + panel * 16 : NULL, zero_points ? zero_points + panel * panel_floats : NULL, \
-         h, kpad, blocks_per_wblock, scales + panel * panel_floats, offsets + panel * panel_floats, xq + m * kpad,                  \
-         xscales + m * blocks, xsums + m * blocks, xisums + m * blocks, MR, y + m * ldy, ldy, panel * 16 + h * 8, n, bias)
+         multipliers ? multipliers + panel * panel_floats : NULL, blocks_per_wblock, h, kpad, scale_blocks,                          \
+         scale_table + panel * scale_floats, offsets + panel * panel_floats, xq + m * kpad, xscales + m * blocks, xsums + m * blocks,  \
+         xisums + m * blocks, MR, y + m * ldy, ldy, panel * 16 + h * 8, n, bias)
 
-AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points, size_t n,
+AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points,
+                                       const uint8_t *multipliers, const float *channel_scales, size_t n,
                                        size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                                        size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
                                        const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy,
@@ -163,6 +174,10 @@ AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uin
     const size_t panel_bytes = four_bit ? kpad * 8 : kpad * 16;
     // The same choice of arithmetic as the other variants: centered from SHRINK_WIDEN_FROM_ROWS rows.
     if (!four_bit || luts || rows < SHRINK_WIDEN_FROM_ROWS) zero_points = NULL;
+    if (!zero_points || !channel_scales) multipliers = NULL;
+    // Integer-scaled: one weight block per row, scaled by the channel scales.
+    const size_t scale_blocks = multipliers ? blocks : blocks_per_wblock, scale_floats = multipliers ? 16 : panel_floats;
+    const float *scale_table = multipliers ? channel_scales : scales;
     for (size_t panel = panel_begin; panel < panel_end; panel++) {
         for (int h = 0; h < 2 && panel * 16 + h * 8 < n; h++) {
             size_t m = 0;
@@ -187,11 +202,12 @@ void shrink_quantize_rows_s8_avx2(const float *x, size_t rows, size_t k, size_t 
     shrink_quantize_rows_s8(x, rows, k, ldx, kpad, xq, scales, sums, integer_sums);
 }
 
-void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points, size_t n,
+void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points,
+                                  const uint8_t *multipliers, const float *channel_scales, size_t n,
                                   size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                                   size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
                                   const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias) {
-    shrink_gemm_u8s8_panels(w, four_bit, luts, zero_points, n, kpad, blocks_per_wblock, scales, offsets, panel_begin, panel_end, xq,
+    shrink_gemm_u8s8_panels(w, four_bit, luts, zero_points, multipliers, channel_scales, n, kpad, blocks_per_wblock, scales, offsets, panel_begin, panel_end, xq,
                             xscales, xsums, xisums, rows, y, ldy, bias);
 }
 

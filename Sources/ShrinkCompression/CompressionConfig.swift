@@ -20,13 +20,16 @@ public enum RoundingMethod: Equatable, Sendable {
 /// Linear quantization settings (recipe key `quantize`).
 ///
 /// JSON: `{"bits": 2…8, "mode": "symmetric"|"affine", "signed": true, "granularity":
-/// "per_tensor"|"per_channel"|"per_block", "axis": 0, "block_size": 32, "scale_dtype": "f16"|"f32",
+/// "per_tensor"|"per_channel"|"per_block", "axis": 0, "block_size": 32, "scale_dtype": "f16"|"f32"|"u8",
 /// "clip_search": false, "method": "rtn"|"gptq", "damping": 0.01, "act_order": false}`.
 public struct QuantizationConfig: Equatable, Sendable {
     public var bits = 8
     public var symmetric = true
     public var signed = true
     public var granularity: QuantizationGranularity = .perChannel(axis: 0)
+    /// `.f16`, `.f32`, or `.u8`: integer block multipliers of an f16 scale per row, so every
+    /// decoded 4-bit code times its multiplier fits in int8 and the integer kernels need no
+    /// per-block scaling (see `LinearQuantizer`).
     public var scaleDType: DType = .f16
     /// Search per group for the clip ratio (1.0 down to 0.5) that minimises squared error.
     public var clipSearch = false
@@ -258,7 +261,18 @@ extension QuantizationConfig {
         case "per_channel": config.granularity = .perChannel(axis: try reader.integer("axis", default: 0, range: 0...7))
         default: config.granularity = .perBlock(blockSize: try reader.integer("block_size", default: 32, range: 1...65536))
         }
-        config.scaleDType = try reader.choice("scale_dtype", default: "f16", allowed: ["f16", "f32"]) == "f16" ? .f16 : .f32
+        switch try reader.choice("scale_dtype", default: "f16", allowed: ["f16", "f32", "u8"]) {
+        case "f16": config.scaleDType = .f16
+        case "f32": config.scaleDType = .f32
+        default:
+            guard case .perBlock = config.granularity else {
+                throw reader.fail("scale_dtype", "integer block scales (\"u8\") need \"granularity\": \"per_block\"")
+            }
+            config.scaleDType = .u8
+            guard config.bits <= (config.symmetric ? 6 : 4) else {
+                throw reader.fail("scale_dtype", "integer block scales (\"u8\") need bits ≤ 4 (affine) or ≤ 6 (symmetric)")
+            }
+        }
         config.clipSearch = try reader.boolean("clip_search", default: false)
         config.method = try reader.roundingMethod()
         try reader.finish()

@@ -29,18 +29,23 @@ enum GPTQ {
             ? try LinearQuantizer.chooseParameters(values, importance: nil, config: config, layout: layout, tensor: tensor) : nil
         var codes = [UInt8](repeating: 0, count: values.count)
         var parameters = [LinearQuantizer.GroupParameters](repeating: .init(scale: 0, zeroPoint: 0), count: perTensor ? 1 : shape[0] * blocksPerRow)
+        var rowScales = [Float](repeating: 0, count: config.scaleDType == .u8 ? shape[0] : 0)
         try codes.withUnsafeMutableBufferPointer { (codeBuffer) throws(CompressionError) in
             try parameters.withUnsafeMutableBufferPointer { (parameterBuffer) throws(CompressionError) in
-                let rounder = AffineRounder(config: config, layout: layout, tensor: tensor, columns: columns, blockSize: blockSize,
-                                            blocksPerRow: blocksPerRow, staticGroups: actOrder, tensorParameters: tensorParameters,
-                                            codes: codeBuffer.baseAddress!, parameters: parameterBuffer.baseAddress!,
-                                            qMin: LinearQuantizer.codeRange(config).qMin, qMax: LinearQuantizer.codeRange(config).qMax)
-                try solve(values, shape: shape, correlation: correlation, damping: damping, actOrder: actOrder, threads: threads,
-                          tensor: tensor, rounder: rounder)
+                try rowScales.withUnsafeMutableBufferPointer { (rowScaleBuffer) throws(CompressionError) in
+                    let rounder = AffineRounder(config: config, layout: layout, tensor: tensor, columns: columns, blockSize: blockSize,
+                                                blocksPerRow: blocksPerRow, staticGroups: actOrder, tensorParameters: tensorParameters,
+                                                codes: codeBuffer.baseAddress!, parameters: parameterBuffer.baseAddress!,
+                                                rowScales: config.scaleDType == .u8 ? rowScaleBuffer.baseAddress! : nil,
+                                                qMin: LinearQuantizer.codeRange(config).qMin, qMax: LinearQuantizer.codeRange(config).qMax)
+                    try solve(values, shape: shape, correlation: correlation, damping: damping, actOrder: actOrder, threads: threads,
+                              tensor: tensor, rounder: rounder)
+                }
             }
         }
         if let tensorParameters { parameters[0] = tensorParameters }
-        return (layout, LinearQuantizer.parts(codes: codes, parameters: parameters, config: config))
+        return (layout, LinearQuantizer.parts(codes: codes, parameters: parameters, config: config,
+                                              rowScales: config.scaleDType == .u8 ? rowScales : nil))
     }
 
     /// Re-chooses the indices of a scalar palettization (`parts` from `Palettizer`) by GPTQ against
@@ -283,7 +288,8 @@ protocol ColumnRounder: Sendable {
 
 /// Affine codes with scale groups per tensor, per row or per block of the row. In column order a
 /// block's scale is chosen from the updated weights when its first column is reached; out of
-/// order (`staticGroups`) every block's scale is fixed from the original row first.
+/// order (`staticGroups`) every block's scale is fixed from the original row first. Integer block
+/// scales take their row scale from the original row's blocks.
 struct AffineRounder: ColumnRounder, @unchecked Sendable {
     let config: QuantizationConfig
     let layout: AffineEncoding
@@ -293,15 +299,29 @@ struct AffineRounder: ColumnRounder, @unchecked Sendable {
     let tensorParameters: LinearQuantizer.GroupParameters?
     let codes: UnsafeMutablePointer<UInt8>
     let parameters: UnsafeMutablePointer<LinearQuantizer.GroupParameters>
+    /// One per row with integer block scales, else nil.
+    let rowScales: UnsafeMutablePointer<Float>?
     /// `LinearQuantizer.codeRange(config)`, once rather than per weight.
     let qMin, qMax: Int
 
     func begin(row: Int, original: ArraySlice<Float>) throws(CompressionError) {
-        guard staticGroups, tensorParameters == nil else { return }
-        for block in 0..<blocksPerRow {
-            let begin = original.startIndex + block * blockSize
-            parameters[row * blocksPerRow + block] = try LinearQuantizer.chooseParameters(
-                Array(original[begin..<min(begin + blockSize, original.endIndex)]), importance: nil, config: config, layout: layout, tensor: tensor)
+        guard tensorParameters == nil else { return }
+        func block(_ index: Int) -> [Float] {
+            let begin = original.startIndex + index * blockSize
+            return Array(original[begin..<min(begin + blockSize, original.endIndex)])
+        }
+        if let rowScales {
+            var largest: Float = 0
+            for index in 0..<blocksPerRow {
+                largest = max(largest, try LinearQuantizer.chooseParameters(block(index), importance: nil, config: config, layout: layout,
+                                                                            tensor: tensor).scale)
+            }
+            rowScales[row] = LinearQuantizer.rowScale(largestBlockScale: largest, config: config)
+        }
+        guard staticGroups else { return }
+        for index in 0..<blocksPerRow {
+            parameters[row * blocksPerRow + index] = try LinearQuantizer.chooseParameters(
+                block(index), importance: nil, config: config, layout: layout, tensor: tensor, rowScale: rowScales?[row])
         }
     }
 
@@ -309,7 +329,7 @@ struct AffineRounder: ColumnRounder, @unchecked Sendable {
         var group = tensorParameters ?? parameters[row * blocksPerRow + column / blockSize]
         if tensorParameters == nil, !staticGroups, column % blockSize == 0 {
             group = try LinearQuantizer.chooseParameters(Array(pending[position..<min(position + blockSize, columns)]), importance: nil,
-                                                         config: config, layout: layout, tensor: tensor)
+                                                         config: config, layout: layout, tensor: tensor, rowScale: rowScales?[row])
             parameters[row * blocksPerRow + column / blockSize] = group
         }
         let q = LinearQuantizer.quantize(pending[position], group, layout: layout, qMin: qMin, qMax: qMax)

@@ -9,6 +9,11 @@ import ShrinkCore
 /// 0.5}` per group and keeps the one with the least (importance-weighted) squared error. Scales are
 /// rounded to their stored dtype before codes are chosen. A group of zeros gets scale 0; a constant
 /// group is stored exactly.
+///
+/// Integer block scales (`scale_dtype` u8): each row gets an f16 scale `S`, the smallest with
+/// `S · limit` at least the row's largest block scale (`multiplierLimit`), and each block's scale
+/// is rounded up to a multiple `m · S`, `m ∈ 0…limit`, with the affine zero point re-centred on the
+/// block's range. Every `(q − zeroPoint) · m` then fits in int8.
 enum LinearQuantizer {
     static let clipRatios: [Float] = (0...25).map { 1 - Float($0) * 0.02 }
 
@@ -38,25 +43,58 @@ enum LinearQuantizer {
         var parameters = [GroupParameters](repeating: GroupParameters(scale: 0, zeroPoint: 0), count: groupCount)
         var codes = [UInt8](repeating: 0, count: values.count)
         var groupValues: [Float] = [], groupImportance: [Float] = []
-        for group in 0..<groupCount {
-            let begin = groups.offsets[group], end = groups.offsets[group + 1]
-            guard begin < end else { continue }
+        func collect(_ group: Int) {
             groupValues.removeAll(keepingCapacity: true)
             groupImportance.removeAll(keepingCapacity: true)
-            for slot in begin..<end {
+            for slot in groups.offsets[group]..<groups.offsets[group + 1] {
                 let k = groups.member(slot)
                 groupValues.append(values[k])
                 if let importance { groupImportance.append(importance[k]) }
             }
+        }
+        var rowScales: [Float]?
+        if config.scaleDType == .u8 {
+            let rows = max(shape.dropLast().reduce(1, *), 1)
+            let blocksPerRow = groupCount / rows
+            var largest = [Float](repeating: 0, count: rows)
+            for group in 0..<groupCount where groups.offsets[group] < groups.offsets[group + 1] {
+                collect(group)
+                let ideal = try chooseParameters(groupValues, importance: importance == nil ? nil : groupImportance, config: config,
+                                                 layout: layout, tensor: tensor)
+                largest[group / blocksPerRow] = max(largest[group / blocksPerRow], ideal.scale)
+            }
+            rowScales = largest.map { rowScale(largestBlockScale: $0, config: config) }
+        }
+        for group in 0..<groupCount {
+            let begin = groups.offsets[group], end = groups.offsets[group + 1]
+            guard begin < end else { continue }
+            collect(group)
             let best = try chooseParameters(groupValues, importance: importance == nil ? nil : groupImportance, config: config,
-                                            layout: layout, tensor: tensor)
+                                            layout: layout, tensor: tensor,
+                                            rowScale: rowScales.map { $0[group / (groupCount / $0.count)] })
             parameters[group] = best
             for slot in begin..<end {
                 let k = groups.member(slot)
                 codes[k] = UInt8(quantize(values[k], best, layout: layout, qMin: qMin, qMax: qMax) + layout.codeOffset)
             }
         }
-        return (layout, parts(codes: codes, parameters: parameters, config: config))
+        return (layout, parts(codes: codes, parameters: parameters, config: config, rowScales: rowScales))
+    }
+
+    /// The largest block-scale multiplier of integer block scales: `(q − zeroPoint) · m` fits in int8
+    /// for every code `q` (symmetric: `|q| ≤ 2^(bits−1)`, affine: `|q − zeroPoint| ≤ 2^bits − 1`).
+    static func multiplierLimit(_ config: QuantizationConfig) -> Int {
+        config.symmetric ? 128 >> (config.bits - 1) : 127 / ((1 << config.bits) - 1)
+    }
+
+    /// The f16 row scale `S` of integer block scales: the smallest with `S · limit ≥ largestBlockScale`.
+    static func rowScale(largestBlockScale: Float, config: QuantizationConfig) -> Float {
+        let limit = Float(multiplierLimit(config))
+        var scale = StoredPrecision.round(largestBlockScale / limit, to: .f16)
+        while scale * limit < largestBlockScale {
+            scale = FloatingPointConversion.float(fromHalfBits: FloatingPointConversion.halfBits(from: scale) + 1)
+        }
+        return scale
     }
 
     /// The stored layout of `config`.
@@ -72,8 +110,9 @@ enum LinearQuantizer {
 
     /// The scale and zero point for one group of values: the full range, or with `clipSearch` the
     /// clip ratio with the least (importance-weighted) squared error.
+    /// With `rowScale` (integer block scales) the scale is then rounded up to a multiple of it.
     static func chooseParameters(_ values: [Float], importance: [Float]?, config: QuantizationConfig, layout: AffineEncoding,
-                                 tensor: String) throws(CompressionError) -> GroupParameters {
+                                 tensor: String, rowScale: Float? = nil) throws(CompressionError) -> GroupParameters {
         let (qMin, qMax) = codeRange(config)
         var low = Float.infinity, high = -Float.infinity
         for value in values {
@@ -98,16 +137,34 @@ enum LinearQuantizer {
         guard best.scale.isFinite else {
             throw .invalidWeight(tensor: tensor, reason: "a quantization scale overflows \(config.scaleDType.rawValue); use \"scale_dtype\": \"f32\"")
         }
-        return best
+        guard let rowScale else { return best }
+        guard rowScale > 0 else { return GroupParameters(scale: 0, zeroPoint: layout.symmetric ? 0 : qMin) }
+        let multiplier = min(Int((best.scale / rowScale).rounded(.up)), multiplierLimit(config))
+        let scale = Float(multiplier) * rowScale
+        guard !layout.symmetric, scale > 0 else { return GroupParameters(scale: scale, zeroPoint: layout.symmetric ? 0 : qMin) }
+        let centre = (low + high) / 2
+        let zeroPoint = Int((Float(qMin + qMax) / 2 - centre / scale).rounded(.toNearestOrEven))
+        return GroupParameters(scale: scale, zeroPoint: min(max(zeroPoint, qMin), qMax))
     }
 
-    /// The stored parts (`codes` packed to `bits`, `scales`, and `zero_points` unless symmetric).
-    static func parts(codes: [UInt8], parameters: [GroupParameters], config: QuantizationConfig) -> [String: DenseTensor] {
+    /// The stored parts (`codes` packed to `bits`, `scales`, and `zero_points` unless symmetric;
+    /// with integer block scales, `scales` holds the multipliers and `channel_scales` the row scales).
+    static func parts(codes: [UInt8], parameters: [GroupParameters], config: QuantizationConfig, rowScales: [Float]?) -> [String: DenseTensor] {
         var parts: [String: DenseTensor] = [
             "codes": try! DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: codes.count, bits: config.bits)],
                                       bytes: PackedBits.pack(codes, bits: config.bits)),
-            "scales": try! DenseTensor(converting: parameters.map(\.scale), to: config.scaleDType, shape: [parameters.count]),
         ]
+        if let rowScales {
+            let blocksPerRow = parameters.count / rowScales.count
+            let multipliers = parameters.indices.map { group in
+                let rowScale = rowScales[group / blocksPerRow]
+                return UInt8(rowScale > 0 ? Int((parameters[group].scale / rowScale).rounded()) : 0)
+            }
+            parts["scales"] = try! DenseTensor(dtype: .u8, shape: [parameters.count], bytes: multipliers)
+            parts["channel_scales"] = try! DenseTensor(converting: rowScales, to: .f16, shape: [rowScales.count])
+        } else {
+            parts["scales"] = try! DenseTensor(converting: parameters.map(\.scale), to: config.scaleDType, shape: [parameters.count])
+        }
         if !config.symmetric {
             let bytes = parameters.map { UInt8(truncatingIfNeeded: $0.zeroPoint) }
             parts["zero_points"] = try! DenseTensor(dtype: config.signed ? .i8 : .u8, shape: [parameters.count], bytes: bytes)

@@ -37,6 +37,16 @@ public struct EncodedTensor: Sendable {
     /// Stored bits per logical element (all parts included).
     public var bitsPerWeight: Double { elementCount == 0 ? 0 : Double(byteCount * 8) / Double(elementCount) }
 
+    /// The float scale of each group of an affine encoding (of its base, if sparse): stored
+    /// scales, or with integer block scales the multiplier times its row's channel scale.
+    public func affineScales() -> [Float] {
+        guard let stored = parts["scales"] else { return [] }
+        guard stored.dtype == .u8, let rowScales = parts["channel_scales"]?.floats() else { return stored.floats() }
+        let multipliers = stored.bytes
+        let blocksPerRow = multipliers.count / max(rowScales.count, 1)
+        return multipliers.indices.map { Float(multipliers[$0]) * rowScales[$0 / blocksPerRow] }
+    }
+
     /// The reference decoding to dense `Float` values in row-major order.
     public func decode() -> [Float] {
         let reader = EncodedTensorReader(self)
@@ -48,6 +58,9 @@ public struct EncodedTensor: Sendable {
 
 /// Group arithmetic shared by the passes, the reference decoder and the kernels.
 public enum EncodingLayout {
+    /// Rows of `shape`: the elements over the last (input) axis's length.
+    public static func rowCount(_ shape: [Int]) -> Int { shape.dropLast().reduce(1, *) }
+
     /// The coordinate of row-major flat index `position` along `axis` of `shape`.
     @inlinable
     public static func coordinate(_ position: Int, axis: Int, shape: [Int]) -> Int {
@@ -119,7 +132,7 @@ public enum EncodingLayout {
             }
         case .affine(let layout):
             guard (2...8).contains(layout.bits) else { throw fail("affine bits \(layout.bits) outside 2…8") }
-            guard [.f16, .f32].contains(layout.scaleDType) else { throw fail("scale dtype must be F16 or F32") }
+            guard [.f16, .f32, .u8].contains(layout.scaleDType) else { throw fail("scale dtype must be F16, F32 or U8") }
             guard !shape.isEmpty else { throw fail("quantized tensors need at least one dimension") }
             switch layout.granularity {
             case .perTensor: break
@@ -129,6 +142,10 @@ public enum EncodingLayout {
             let groups = groupCount(layout.granularity, shape: shape)
             _ = try part("codes", [.u8], count: PackedBits.byteCount(count: elements, bits: layout.bits))
             _ = try part("scales", [layout.scaleDType], count: groups)
+            if layout.scaleDType == .u8 {
+                guard case .perBlock = layout.granularity else { throw fail("integer (U8) scales need per-block granularity") }
+                _ = try part("channel_scales", [.f16, .f32], count: rowCount(shape))
+            }
             if !layout.symmetric { _ = try part("zero_points", [layout.signed ? .i8 : .u8], count: groups) }
         case .palette(let layout):
             guard [1, 2, 3, 4, 6, 8].contains(layout.bits) else { throw fail("palette bits \(layout.bits) not in 1, 2, 3, 4, 6, 8") }

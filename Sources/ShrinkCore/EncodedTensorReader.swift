@@ -30,9 +30,9 @@ public final class EncodedTensorReader: @unchecked Sendable {
             mask = nil
             keptBeforeByte = []
         }
-        scales = tensor.parts["scales"]?.floats() ?? []
+        scales = tensor.affineScales()
         zeroPoints = tensor.parts["zero_points"]?.floats()
-        channelScales = tensor.parts["channel_scales"]?.floats()
+        if case .palette = base { channelScales = tensor.parts["channel_scales"]?.floats() } else { channelScales = nil }
         var lut = tensor.parts["lut"]?.floats() ?? []
         if case .palette(let layout) = base, let lutScales = tensor.parts["lut_scales"]?.floats() {
             let width = layout.entries * layout.vectorSize

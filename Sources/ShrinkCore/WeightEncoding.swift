@@ -43,12 +43,14 @@ public enum QuantizationGranularity: Equatable, Sendable {
 /// quantization `q = c − 2^(bits−1)`, otherwise `q = c`. Symmetric quantization has no stored
 /// zero point: it is 0 for signed and `2^(bits−1)` for unsigned codes, so both decode alike.
 /// Affine zero points are integers in the range of `q`, stored `I8` (signed) or `U8` (unsigned).
+/// Integer block scales (`U8`, per-block only): `scales` holds a multiplier `m` per block and
+/// `channel_scales` a float scale `S` per row; the block's scale is `m · S`.
 public struct AffineEncoding: Equatable, Sendable {
     public var bits: Int
     public var signed: Bool
     public var symmetric: Bool
     public var granularity: QuantizationGranularity
-    /// `F16` or `F32`.
+    /// `F16`, `F32`, or `U8` for integer block scales.
     public var scaleDType: DType
 
     public init(bits: Int, signed: Bool, symmetric: Bool, granularity: QuantizationGranularity, scaleDType: DType) {
@@ -68,7 +70,7 @@ public struct AffineEncoding: Equatable, Sendable {
     public var summary: String {
         let type = (signed ? "int" : "uint") + String(bits)
         let scheme = symmetric ? "symmetric" : "affine"
-        return "\(type) \(scheme) \(granularity.summary)"
+        return "\(type) \(scheme) \(granularity.summary)" + (scaleDType == .u8 ? " integer-scaled" : "")
     }
 }
 

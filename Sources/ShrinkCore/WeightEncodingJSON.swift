@@ -1,7 +1,7 @@
 /// The JSON form of `WeightEncoding`, stored per tensor in compressed files:
 ///
 /// - `{"kind": "dense", "dtype": "F16"}`
-/// - `{"kind": "affine", "bits": 4, "signed": true, "symmetric": false, "granularity": G, "scale_dtype": "F16"}`
+/// - `{"kind": "affine", "bits": 4, "signed": true, "symmetric": false, "granularity": G, "scale_dtype": "F16"}` (`"U8"`: integer block scales)
 ///   with `G` one of `{"kind": "per_tensor"}`, `{"kind": "per_channel", "axis": 0}`,
 ///   `{"kind": "per_block", "block_size": 32}`
 /// - `{"kind": "palette", "bits": 4, "granularity": P, "vector_size": 1, "lut_dtype": "F16", "per_channel_scale": false}`

@@ -60,32 +60,40 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
         let codes = UnsafePointer(w.codes.baseAddress!), scales = UnsafePointer(w.scales.baseAddress!)
         let offsets = UnsafePointer(w.offsets.baseAddress!)
         let zeroPoints = w.zeroPoints.map { UnsafePointer($0.baseAddress!) }
+        let multipliers = w.multipliers.map { UnsafePointer($0.baseAddress!) }
+        let channelScales = w.channelScales.map { UnsafePointer($0.baseAddress!) }
         switch self {
         case .avx512vnni:
-            shrink_gemm_u8s8_panels(codes, w.fourBit ? 1 : 0, luts, zeroPoints, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
+            shrink_gemm_u8s8_panels(codes, w.fourBit ? 1 : 0, luts, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
                                     offsets, panels.lowerBound, panels.upperBound, xq, xScales, xSums, xIntegerSums, rows, y, ldy, bias)
         case .avx2:
-            shrink_gemm_u8s8_panels_avx2(codes, w.fourBit ? 1 : 0, luts, zeroPoints, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
+            shrink_gemm_u8s8_panels_avx2(codes, w.fourBit ? 1 : 0, luts, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
                                          offsets, panels.lowerBound, panels.upperBound, xq, xScales, xSums, xIntegerSums, rows, y, ldy, bias)
         case .swift:
             let kpad = w.paddedColumns, blocks = kpad / 32, panelFloats = w.weightBlocks * 16
-            // The centered form: codes q − z + 128 against −128 · Σ q_x, and no offset term.
+            // The centered form: codes q − z + 128 against −128 · Σ q_x, and no offset term; the
+            // integer-scaled form: codes (q − z) · m + 128, and one weight block per row of scale S.
             let centered = w.fourBit && luts == nil && rows >= Int(SHRINK_WIDEN_FROM_ROWS) ? zeroPoints : nil
+            let integerScaled = centered == nil ? nil : multipliers.flatMap { m in channelScales.map { (m, $0) } }
+            let scaleBlocks = integerScaled == nil ? w.blocksPerWeightBlock : blocks
             for panel in panels {
                 for lane in 0..<16 where panel * 16 + lane < w.rows {
                     for m in 0..<rows {
                         var acc: Float = 0
                         var block = 0, weightBlock = 0
                         while block < blocks {
-                            let scale = scales[panel * panelFloats + weightBlock * 16 + lane]
-                            let shift = centered.map { 128 - Int32($0[panel * panelFloats + weightBlock * 16 + lane]) } ?? 0
+                            let scale = integerScaled.map { $0.1[panel * 16 + lane] } ?? scales[panel * panelFloats + weightBlock * 16 + lane]
                             var blockSum: Float = 0, partial: Float = 0
-                            let end = min(block + w.blocksPerWeightBlock, blocks)
+                            let end = min(block + scaleBlocks, blocks)
                             while block < end {
+                                let group = panel * panelFloats + block / w.blocksPerWeightBlock * 16 + lane
+                                let z = centered.map { Int32($0[group]) } ?? 0
+                                let factor = integerScaled.map { Int32($0.0[group]) } ?? 1
                                 var dot: Int32 = centered == nil ? 0 : -128 * xIntegerSums[m * blocks + block]
                                 for i in 0..<32 {
                                     let code = w.code(panel: panel, lane: lane, input: block * 32 + i, codes: codes, luts: luts)
-                                    dot += (Int32(code) + shift) * Int32(xq[m * kpad + block * 32 + i])
+                                    let widened = centered == nil ? Int32(code) : (Int32(code) - z) * factor + 128
+                                    dot += widened * Int32(xq[m * kpad + block * 32 + i])
                                 }
                                 partial = partial.addingProduct(Float(dot), xScales[m * blocks + block])
                                 blockSum += xSums[m * blocks + block]

@@ -37,9 +37,22 @@ public final class Int8PanelWeights: @unchecked Sendable {
     /// For 4-bit affine codes whose offsets are `scale · z` with integer `z`: the `z`s, laid out
     /// like the scales (the kernels' centered form, see `shrink_kernels.h`); else `nil`.
     let zeroPoints: UnsafeMutableBufferPointer<UInt8>?
+    /// For centered codes with integer block scales `m · S` (`AffineEncoding` with `U8` scales)
+    /// whose `(q − z) · m` all fit the kernels' integer-scaled form: the `m`s, laid out like the zero
+    /// points; else `nil`.
+    let multipliers: UnsafeMutableBufferPointer<UInt8>?
+    /// The `S`s of `multipliers`, 16 per panel.
+    let channelScales: UnsafeMutableBufferPointer<Float>?
 
-    /// Bytes held by the packed weight (codes, LUTs, scales, offsets and zero points).
-    public var byteCount: Int { codes.count + (luts?.count ?? 0) + 4 * (scales.count + offsets.count) + (zeroPoints?.count ?? 0) }
+    /// Bytes held by the packed weight (codes, LUTs, scales, offsets, zero points and multipliers).
+    public var byteCount: Int {
+        codes.count + (luts?.count ?? 0) + 4 * (scales.count + offsets.count + (channelScales?.count ?? 0)) + (zeroPoints?.count ?? 0)
+            + (multipliers?.count ?? 0)
+    }
+
+    /// Whether 4-bit codes run in the integer-scaled form (see `shrink_kernels.h`) from
+    /// `SHRINK_WIDEN_FROM_ROWS` rows on.
+    public var isIntegerScaled: Bool { multipliers != nil }
 
     /// The codes of one layer before packing: row-major `rows × columns` codes (or LUT indices),
     /// per-row and per-weight-block scales and offsets, and optional per-row 16-byte LUTs.
@@ -51,6 +64,9 @@ public final class Int8PanelWeights: @unchecked Sendable {
         var fourBit: Bool
         var rowLUTs: [[UInt8]]?
         var exact: Bool
+        /// Integer block scales: the multiplier of each row's weight blocks and each row's scale
+        /// (`rowScales` = multiplier × row scale).
+        var integerScales: (multipliers: [UInt8], rowScales: [Float])? = nil
     }
 
     /// Repacks `weight`, or `nil` when its encoding is not covered (see the type's documentation).
@@ -111,7 +127,35 @@ public final class Int8PanelWeights: @unchecked Sendable {
                 offsets[target] = matrix.rowOffsets[row * weightBlocks + block]
             }
         }
-        zeroPoints = nibbles && sharedLUTs == nil && matrix.exact ? Self.integerZeroPoints(scales: scales, offsets: offsets) : nil
+        let zeroPoints = nibbles && sharedLUTs == nil && matrix.exact ? Self.integerZeroPoints(scales: scales, offsets: offsets) : nil
+        self.zeroPoints = zeroPoints
+        let weightBlocks = weightBlocks
+        (multipliers, channelScales) = zeroPoints.flatMap { zeroPoints in
+            matrix.integerScales.flatMap { Self.panelMultipliers($0, zeroPoints: zeroPoints, rows: rows, weightBlocks: weightBlocks) }
+        } ?? (nil, nil)
+    }
+
+    /// Integer block scales laid out for the kernels, when every `(q − z) · m + 128` of 4-bit codes
+    /// fits a byte (`z · m ≤ 128`, `(15 − z) · m ≤ 127`); else `nil`.
+    static func panelMultipliers(_ integerScales: (multipliers: [UInt8], rowScales: [Float]), zeroPoints: UnsafeMutableBufferPointer<UInt8>,
+                                 rows: Int, weightBlocks: Int) -> (UnsafeMutableBufferPointer<UInt8>, UnsafeMutableBufferPointer<Float>)? {
+        let panels = (rows + 15) / 16
+        var multipliers = [UInt8](repeating: 0, count: panels * weightBlocks * 16)
+        var channelScales = [Float](repeating: 0, count: panels * 16)
+        for row in 0..<rows {
+            channelScales[row] = integerScales.rowScales[row]
+            for block in 0..<weightBlocks {
+                let target = (row / 16) * weightBlocks * 16 + block * 16 + row % 16
+                let m = Int(integerScales.multipliers[row * weightBlocks + block]), z = Int(zeroPoints[target])
+                guard z * m <= 128, (15 - z) * m <= 127 else { return nil }
+                multipliers[target] = UInt8(m)
+            }
+        }
+        let multiplierBuffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: multipliers.count)
+        _ = multiplierBuffer.initialize(from: multipliers)
+        let scaleBuffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: channelScales.count)
+        _ = scaleBuffer.initialize(from: channelScales)
+        return (multiplierBuffer, scaleBuffer)
     }
 
     /// `offsets[i] / scales[i]` for every group when each is an integer in 0…15 and `scales[i] · z`
@@ -140,6 +184,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
         scales.deallocate()
         offsets.deallocate()
         zeroPoints?.deallocate()
+        multipliers?.deallocate()
+        channelScales?.deallocate()
     }
 
     static func pack(_ source: UnsafePointer<UInt8>, rows: Int, columns: Int, nibbles: Bool, panelBytes: Int,
@@ -177,9 +223,18 @@ public final class Int8PanelWeights: @unchecked Sendable {
         switch weight.encoding {
         case .affine(let affine):
             guard let block = affineBlock(affine, columns: columns) else { return nil }
-            let (_, scales, offsets) = PackedLinear.affineTables(weight, affine, block: block)
-            return CodeMatrix(codes: unpack(weight.parts["codes"]!.bytes, count: rows * columns, bits: affine.bits),
-                              rowScales: scales, rowOffsets: offsets, weightBlock: block, fourBit: affine.bits <= 4, rowLUTs: nil, exact: true)
+            let (blocksPerRow, scales, offsets) = PackedLinear.affineTables(weight, affine, block: block)
+            var matrix = CodeMatrix(codes: unpack(weight.parts["codes"]!.bytes, count: rows * columns, bits: affine.bits),
+                                    rowScales: scales, rowOffsets: offsets, weightBlock: block, fourBit: affine.bits <= 4, rowLUTs: nil, exact: true)
+            if affine.scaleDType == .u8, let rowScales = weight.parts["channel_scales"]?.floats() {
+                let stored = weight.parts["scales"]!.bytes
+                let multipliers = (0..<(rows * blocksPerRow)).map { index in
+                    stored[EncodingLayout.group(of: (index / blocksPerRow) * columns + (index % blocksPerRow) * block, affine.granularity,
+                                                shape: weight.shape)]
+                }
+                matrix.integerScales = (multipliers, rowScales)
+            }
+            return matrix
         case .palette(let palette) where palette.vectorSize == 1 && palette.channelAxis == 0:
             var (matrix, _) = paletteGrid(weight, palette)
             matrix.codes = unpack(weight.parts["indices"]!.bytes, count: rows * columns, bits: palette.bits)

@@ -120,7 +120,7 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
     static func affineTables(_ weight: EncodedTensor, _ affine: AffineEncoding, block: Int) -> (Int, [Float], [Float]) {
         let rows = weight.shape[0], columns = weight.shape[1]
         let blocksPerRow = (columns + block - 1) / block
-        let scales = weight.parts["scales"]!.floats()
+        let scales = weight.affineScales()
         let zeroPoints = weight.parts["zero_points"]?.floats()
         var rowScales = [Float](repeating: 0, count: rows * blocksPerRow)
         var offsets = rowScales

@@ -64,6 +64,10 @@ def decode(encoding, parts, shape, positions):
         else:
             zero = parts["zero_points"].astype(np.int64)[group]
         scales = parts["scales"].astype(np.float32)
+        if encoding["scale_dtype"] == "U8":
+            # Integer block scales: the block's multiplier times its row's channel scale.
+            blocks_per_row = len(scales) // len(parts["channel_scales"])
+            scales = scales * parts["channel_scales"].astype(np.float32)[np.arange(len(scales)) // blocks_per_row]
         return (scales[group] * (q - zero).astype(np.float32)).astype(np.float32)
     if kind == "palette":
         bits, width = encoding["bits"], encoding["vector_size"]

@@ -73,6 +73,50 @@ import ShrinkTestSupport
         }
     }
 
+    /// Integer block scales: each block's scale is `m · S` with `m` at most the limit and `S` the
+    /// row's f16 scale, every `(q − z) · m` fits in int8, a quiet block keeps a small step next to
+    /// a loud one, and every weight in range is within half its block's step.
+    @Test(arguments: [(4, false), (4, true), (3, true), (2, false)])
+    func integerBlockScalesAreMultiplesOfTheRowScale(bits: Int, symmetric: Bool) throws {
+        var generator = SeededGenerator(seed: UInt64(bits))
+        let (rows, columns) = (8, 96)
+        var values = generator.floats(rows * columns, in: -1...1)
+        for row in 0..<rows { for k in 32..<64 { values[row * columns + k] *= 0.05 } }
+        values[7] = 9
+        let config = EncodingCatalog.quantize(bits, symmetric: symmetric, signed: false, .perBlock(blockSize: 32), scale: .u8)
+        let encoded = try WeightCompressor.encode(name: "w", tensor: try DenseTensor(converting: values, shape: [rows, columns]), config: config)
+        let multipliers = encoded.parts["scales"]!, rowScales = encoded.parts["channel_scales"]!
+        #expect(multipliers.dtype == .u8 && rowScales.dtype == .f16 && rowScales.elementCount == rows)
+        let limit = symmetric ? 128 >> (bits - 1) : 127 / ((1 << bits) - 1)
+        let zeroPoints = encoded.parts["zero_points"]?.floats()
+        let codes = encoded.parts["codes"]!.bytes
+        let scales = encoded.affineScales(), decoded = encoded.decode(), stored = rowScales.floats()
+        for group in 0..<(rows * 3) {
+            let m = Int(multipliers.bytes[group]), row = group / 3
+            #expect(m <= limit && scales[group] == Float(m) * stored[row], "block \(group): m \(m)")
+            let z = zeroPoints.map { Int($0[group]) } ?? 1 << (bits - 1)
+            for k in 0..<32 {
+                let position = row * columns + (group % 3) * 32 + k
+                let q = Int(PackedBits.value(at: position, bits: bits, in: codes))
+                #expect((-128...127).contains((q - z) * m), "block \(group): (\(q) − \(z)) · \(m)")
+                if row > 0 { #expect(abs(decoded[position] - values[position]) <= scales[group] / 2 * 1.0001, "element \(position)") }
+            }
+            if group % 3 == 1 { #expect(scales[group] < scales[group - 1] / 4, "the quiet block \(group) keeps a fine step") }
+        }
+        var badParts = encoded.parts
+        badParts["channel_scales"] = try DenseTensor(converting: [Float](repeating: 1, count: rows - 1), to: .f16, shape: [rows - 1])
+        #expect(throws: ShrinkCoreError.self) {
+            try EncodedTensor(name: "w", shape: [rows, columns], sourceDType: .f32, encoding: encoded.encoding, parts: badParts)
+        }
+        let perChannel = AffineEncoding(bits: bits, signed: false, symmetric: true, granularity: .perChannel(axis: 0), scaleDType: .u8)
+        #expect(throws: ShrinkCoreError.self) {
+            try EncodedTensor(name: "w", shape: [rows, columns], sourceDType: .f32, encoding: .affine(perChannel),
+                              parts: ["codes": encoded.parts["codes"]!,
+                                      "scales": try DenseTensor(dtype: .u8, shape: [rows], bytes: [UInt8](repeating: 1, count: rows)),
+                                      "channel_scales": rowScales])
+        }
+    }
+
     @Test func uniquePalettizationIsLosslessAndRejectsTooManyValues() throws {
         let values: [Float] = [0.5, -0.25, 0.5, 1, 0, 0, -0.25, 1]
         let tensor = try DenseTensor(converting: values, shape: [2, 4])

@@ -86,6 +86,12 @@ import ShrinkCore
          "r.json: global.palettize.method: gptq would make unique (lossless) palettization lossy"),
         (#"{"calibration": {"limit": 8}}"#, "r.json: calibration.data: expected the path of a text file"),
         (#"{"calibration": {"data": "c.txt", "limit": 0}}"#, "r.json: calibration.limit: 0 is outside"),
+        (#"{"global": {"quantize": {"bits": 4, "scale_dtype": "u8"}}}"#,
+         "r.json: global.quantize.scale_dtype: integer block scales (\"u8\") need \"granularity\": \"per_block\""),
+        (#"{"global": {"quantize": {"bits": 5, "mode": "affine", "granularity": "per_block", "scale_dtype": "u8"}}}"#,
+         "r.json: global.quantize.scale_dtype: integer block scales (\"u8\") need bits ≤ 4 (affine) or ≤ 6 (symmetric)"),
+        (#"{"global": {"quantize": {"bits": 4, "granularity": "per_block", "scale_dtype": "i8"}}}"#,
+         "r.json: global.quantize.scale_dtype: \"i8\" is not one of"),
     ])
     func invalidRecipesNameTheKeyPath(json: String, expected: String) {
         do {

@@ -101,7 +101,7 @@ import ShrinkTestSupport
         }
     }
 
-    @Test func palettizedIndicesKeepTheirNibblesWhenPanelsShareALUT() throws {
+    @Test func nibblePanelsKeepTheirLUTsAndIntegerScales() throws {
         var generator = SeededGenerator(seed: 3)
         let tensor = try DenseTensor(converting: generator.floats(64 * 96), shape: [64, 96])
         let shared = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: EncodingCatalog.palettize(4)))!
@@ -111,6 +111,10 @@ import ShrinkTestSupport
         #expect(!grouped.fourBit, "groups of 8 channels split the panels of 16: codes take a byte")
         let affine = Int8PanelWeights(weight: try WeightCompressor.encode(
             name: "w", tensor: tensor, config: EncodingCatalog.quantize(4, symmetric: true, .perBlock(blockSize: 32))))!
-        #expect(affine.fourBit && affine.isExact && affine.maximumWeightError(row: 5) == 0)
+        #expect(affine.fourBit && affine.isExact && affine.maximumWeightError(row: 5) == 0 && !affine.isIntegerScaled)
+        let integerScaled = Int8PanelWeights(weight: try WeightCompressor.encode(
+            name: "w", tensor: tensor, config: EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32), scale: .u8)))!
+        #expect(integerScaled.fourBit && integerScaled.isExact && integerScaled.isIntegerScaled,
+                "integer block scales run as per-channel bytes from SHRINK_WIDEN_FROM_ROWS rows on")
     }
 }

@@ -107,6 +107,10 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 // Centered form (4-bit affine codes with integer zero points z, o = a * z, from
 // SHRINK_WIDEN_FROM_ROWS rows on): the codes are widened to bytes q - z + 128, each activation
 // block's integer sum is sum(q_x * (q_w - z + 128)) - 128 * sum(q_x), and there is no offset term.
+// Integer-scaled form (centered codes whose weight-block scales are a = m * S, an integer
+// multiplier m per channel and weight block times a scale S per channel, with z * m <= 128 and
+// (15 - z) * m <= 127): the codes are widened to bytes (q - z) * m + 128, the whole row is one
+// weight block of scale S, and there is no offset term.
 
 /// From this many rows on, 4-bit panels are widened to bytes once per pair of panels (in a
 /// per-thread buffer) and run in tiles of 4 rows by 2 panels, instead of being unpacked in every
@@ -130,8 +134,10 @@ void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, 
 /// y[m * ldy + c] for m < rows and the channels c < n of panels [panel_begin, panel_end) (bias
 /// may be NULL; luts is NULL unless nibble indices go through per-panel LUTs; zero_points, laid
 /// out like the scales, is NULL unless the nibble codes are affine with o = a * z, which allows the
-/// centered form).
-void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points, size_t n,
+/// centered form; multipliers (laid out like the zero points) and channel_scales (16 floats per
+/// panel) are NULL unless they allow the integer-scaled form).
+void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points,
+                             const uint8_t *multipliers, const float *channel_scales, size_t n,
                              size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                              size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
                              const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias);
@@ -148,7 +154,8 @@ void shrink_quantize_rows_s8_avx2(const float *x, size_t rows, size_t k, size_t 
 
 /// shrink_gemm_u8s8_panels with AVX2 `vpmaddubsw` (same results: the arithmetic of the Swift twin,
 /// centered from SHRINK_WIDEN_FROM_ROWS rows like the other variants, without widening).
-void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points, size_t n,
+void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points,
+                                  const uint8_t *multipliers, const float *channel_scales, size_t n,
                                   size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                                   size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
                                   const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias);
