@@ -68,6 +68,7 @@ prunedPalette.prune = .nOfM(n: 2, m: 4)
 let encodings: [(String, OpCompressionConfig)] = [
     ("int8 per-channel", EncodingCatalog.quantize(8, symmetric: true, .perChannel(axis: 0))),
     ("uint4 affine block 32", EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32))),
+    ("uint4 block 32 int scales", EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32), scale: .u8)),
     ("palette 4-bit", EncodingCatalog.palettize(4)),
     ("palette 6-bit", EncodingCatalog.palettize(6)),
     ("palette 8-bit", EncodingCatalog.palettize(8)),
