@@ -305,31 +305,32 @@ struct AffineRounder: ColumnRounder, @unchecked Sendable {
     let qMin, qMax: Int
 
     func begin(row: Int, original: ArraySlice<Float>) throws(CompressionError) {
-        guard tensorParameters == nil else { return }
+        guard tensorParameters == nil, staticGroups || rowScales != nil else { return }
         func block(_ index: Int) -> [Float] {
             let begin = original.startIndex + index * blockSize
             return Array(original[begin..<min(begin + blockSize, original.endIndex)])
         }
+        var ideal: [LinearQuantizer.GroupParameters] = []
+        for index in 0..<blocksPerRow {
+            ideal.append(try LinearQuantizer.chooseParameters(block(index), importance: nil, config: config, layout: layout, tensor: tensor))
+        }
         if let rowScales {
-            var largest: Float = 0
-            for index in 0..<blocksPerRow {
-                largest = max(largest, try LinearQuantizer.chooseParameters(block(index), importance: nil, config: config, layout: layout,
-                                                                            tensor: tensor).scale)
-            }
-            rowScales[row] = LinearQuantizer.rowScale(largestBlockScale: largest, config: config)
+            rowScales[row] = try LinearQuantizer.rowScale(largestBlockScale: ideal.map(\.scale).max() ?? 0, config: config, tensor: tensor)
         }
         guard staticGroups else { return }
         for index in 0..<blocksPerRow {
-            parameters[row * blocksPerRow + index] = try LinearQuantizer.chooseParameters(
-                block(index), importance: nil, config: config, layout: layout, tensor: tensor, rowScale: rowScales?[row])
+            parameters[row * blocksPerRow + index] = rowScales.map {
+                LinearQuantizer.snapped(ideal[index], values: block(index), rowScale: $0[row], config: config, layout: layout)
+            } ?? ideal[index]
         }
     }
 
     func round(row: Int, column: Int, pending: UnsafeMutableBufferPointer<Float>, position: Int) throws(CompressionError) -> Float {
         var group = tensorParameters ?? parameters[row * blocksPerRow + column / blockSize]
         if tensorParameters == nil, !staticGroups, column % blockSize == 0 {
-            group = try LinearQuantizer.chooseParameters(Array(pending[position..<min(position + blockSize, columns)]), importance: nil,
-                                                         config: config, layout: layout, tensor: tensor, rowScale: rowScales?[row])
+            let values = Array(pending[position..<min(position + blockSize, columns)])
+            group = try LinearQuantizer.chooseParameters(values, importance: nil, config: config, layout: layout, tensor: tensor)
+            if let rowScales { group = LinearQuantizer.snapped(group, values: values, rowScale: rowScales[row], config: config, layout: layout) }
             parameters[row * blocksPerRow + column / blockSize] = group
         }
         let q = LinearQuantizer.quantize(pending[position], group, layout: layout, qMin: qMin, qMax: qMax)

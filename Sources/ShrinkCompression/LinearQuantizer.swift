@@ -52,30 +52,29 @@ enum LinearQuantizer {
                 if let importance { groupImportance.append(importance[k]) }
             }
         }
+        for group in 0..<groupCount where groups.offsets[group] < groups.offsets[group + 1] {
+            collect(group)
+            parameters[group] = try chooseParameters(groupValues, importance: importance == nil ? nil : groupImportance, config: config,
+                                                     layout: layout, tensor: tensor)
+        }
         var rowScales: [Float]?
         if config.scaleDType == .u8 {
-            let rows = max(shape.dropLast().reduce(1, *), 1)
-            let blocksPerRow = groupCount / rows
-            var largest = [Float](repeating: 0, count: rows)
+            let rows = max(EncodingLayout.rowCount(shape), 1), blocksPerRow = groupCount / rows
+            let scales = try (0..<rows).map { (row) throws(CompressionError) in
+                try rowScale(largestBlockScale: parameters[(row * blocksPerRow)..<((row + 1) * blocksPerRow)].map(\.scale).max() ?? 0,
+                             config: config, tensor: tensor)
+            }
             for group in 0..<groupCount where groups.offsets[group] < groups.offsets[group + 1] {
                 collect(group)
-                let ideal = try chooseParameters(groupValues, importance: importance == nil ? nil : groupImportance, config: config,
-                                                 layout: layout, tensor: tensor)
-                largest[group / blocksPerRow] = max(largest[group / blocksPerRow], ideal.scale)
+                parameters[group] = snapped(parameters[group], values: groupValues, rowScale: scales[group / blocksPerRow], config: config,
+                                            layout: layout)
             }
-            rowScales = largest.map { rowScale(largestBlockScale: $0, config: config) }
+            rowScales = scales
         }
         for group in 0..<groupCount {
-            let begin = groups.offsets[group], end = groups.offsets[group + 1]
-            guard begin < end else { continue }
-            collect(group)
-            let best = try chooseParameters(groupValues, importance: importance == nil ? nil : groupImportance, config: config,
-                                            layout: layout, tensor: tensor,
-                                            rowScale: rowScales.map { $0[group / (groupCount / $0.count)] })
-            parameters[group] = best
-            for slot in begin..<end {
+            for slot in groups.offsets[group]..<groups.offsets[group + 1] {
                 let k = groups.member(slot)
-                codes[k] = UInt8(quantize(values[k], best, layout: layout, qMin: qMin, qMax: qMax) + layout.codeOffset)
+                codes[k] = UInt8(quantize(values[k], parameters[group], layout: layout, qMin: qMin, qMax: qMax) + layout.codeOffset)
             }
         }
         return (layout, parts(codes: codes, parameters: parameters, config: config, rowScales: rowScales))
@@ -88,13 +87,27 @@ enum LinearQuantizer {
     }
 
     /// The f16 row scale `S` of integer block scales: the smallest with `S · limit ≥ largestBlockScale`.
-    static func rowScale(largestBlockScale: Float, config: QuantizationConfig) -> Float {
+    static func rowScale(largestBlockScale: Float, config: QuantizationConfig, tensor: String) throws(CompressionError) -> Float {
         let limit = Float(multiplierLimit(config))
         var scale = StoredPrecision.round(largestBlockScale / limit, to: .f16)
-        while scale * limit < largestBlockScale {
+        while scale.isFinite, scale * limit < largestBlockScale {
             scale = FloatingPointConversion.float(fromHalfBits: FloatingPointConversion.halfBits(from: scale) + 1)
         }
+        guard scale.isFinite else { throw .invalidWeight(tensor: tensor, reason: "an integer block scale's row scale overflows F16") }
         return scale
+    }
+
+    /// `ideal` (chosen for `values`) with its scale rounded up to a multiple `m · rowScale`, `m` at
+    /// most the limit, and an affine zero point re-centred on the values' range.
+    static func snapped(_ ideal: GroupParameters, values: [Float], rowScale: Float, config: QuantizationConfig,
+                        layout: AffineEncoding) -> GroupParameters {
+        let (qMin, qMax) = codeRange(config)
+        guard rowScale > 0 else { return GroupParameters(scale: 0, zeroPoint: layout.symmetric ? 0 : qMin) }
+        let scale = Float(min(Int((ideal.scale / rowScale).rounded(.up)), multiplierLimit(config))) * rowScale
+        guard !layout.symmetric, scale > 0 else { return GroupParameters(scale: scale, zeroPoint: layout.symmetric ? 0 : qMin) }
+        let centre = ((values.min() ?? 0) + (values.max() ?? 0)) / 2
+        let zeroPoint = Int((Float(qMin + qMax) / 2 - centre / scale).rounded(.toNearestOrEven))
+        return GroupParameters(scale: scale, zeroPoint: min(max(zeroPoint, qMin), qMax))
     }
 
     /// The stored layout of `config`.
@@ -108,11 +121,11 @@ enum LinearQuantizer {
         config.signed ? (-(1 << (config.bits - 1)), (1 << (config.bits - 1)) - 1) : (0, (1 << config.bits) - 1)
     }
 
+
     /// The scale and zero point for one group of values: the full range, or with `clipSearch` the
     /// clip ratio with the least (importance-weighted) squared error.
-    /// With `rowScale` (integer block scales) the scale is then rounded up to a multiple of it.
     static func chooseParameters(_ values: [Float], importance: [Float]?, config: QuantizationConfig, layout: AffineEncoding,
-                                 tensor: String, rowScale: Float? = nil) throws(CompressionError) -> GroupParameters {
+                                 tensor: String) throws(CompressionError) -> GroupParameters {
         let (qMin, qMax) = codeRange(config)
         var low = Float.infinity, high = -Float.infinity
         for value in values {
@@ -137,14 +150,7 @@ enum LinearQuantizer {
         guard best.scale.isFinite else {
             throw .invalidWeight(tensor: tensor, reason: "a quantization scale overflows \(config.scaleDType.rawValue); use \"scale_dtype\": \"f32\"")
         }
-        guard let rowScale else { return best }
-        guard rowScale > 0 else { return GroupParameters(scale: 0, zeroPoint: layout.symmetric ? 0 : qMin) }
-        let multiplier = min(Int((best.scale / rowScale).rounded(.up)), multiplierLimit(config))
-        let scale = Float(multiplier) * rowScale
-        guard !layout.symmetric, scale > 0 else { return GroupParameters(scale: scale, zeroPoint: layout.symmetric ? 0 : qMin) }
-        let centre = (low + high) / 2
-        let zeroPoint = Int((Float(qMin + qMax) / 2 - centre / scale).rounded(.toNearestOrEven))
-        return GroupParameters(scale: scale, zeroPoint: min(max(zeroPoint, qMin), qMax))
+        return best
     }
 
     /// The stored parts (`codes` packed to `bits`, `scales`, and `zero_points` unless symmetric;

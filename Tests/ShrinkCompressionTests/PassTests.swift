@@ -103,6 +103,14 @@ import ShrinkTestSupport
             }
             if group % 3 == 1 { #expect(scales[group] < scales[group - 1] / 4, "the quiet block \(group) keeps a fine step") }
         }
+        var huge = values
+        huge[5] = 1e9
+        do {
+            _ = try WeightCompressor.encode(name: "w", tensor: try DenseTensor(converting: huge, shape: [rows, columns]), config: config)
+            Issue.record("a row scale beyond F16 was accepted")
+        } catch {
+            #expect("\(error)".contains("row scale overflows F16"), "\(error)")
+        }
         var badParts = encoded.parts
         badParts["channel_scales"] = try DenseTensor(converting: [Float](repeating: 1, count: rows - 1), to: .f16, shape: [rows - 1])
         #expect(throws: ShrinkCoreError.self) {

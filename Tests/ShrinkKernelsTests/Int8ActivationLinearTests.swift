@@ -112,9 +112,28 @@ import ShrinkTestSupport
         let affine = Int8PanelWeights(weight: try WeightCompressor.encode(
             name: "w", tensor: tensor, config: EncodingCatalog.quantize(4, symmetric: true, .perBlock(blockSize: 32))))!
         #expect(affine.fourBit && affine.isExact && affine.maximumWeightError(row: 5) == 0 && !affine.isIntegerScaled)
-        let integerScaled = Int8PanelWeights(weight: try WeightCompressor.encode(
-            name: "w", tensor: tensor, config: EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32), scale: .u8)))!
+        let encoded = try WeightCompressor.encode(
+            name: "w", tensor: tensor, config: EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32), scale: .u8))
+        let integerScaled = Int8PanelWeights(weight: encoded)!
         #expect(integerScaled.fourBit && integerScaled.isExact && integerScaled.isIntegerScaled,
                 "integer block scales run as per-channel bytes from SHRINK_WIDEN_FROM_ROWS rows on")
+        // A file may hold multipliers too large for bytes: valid, but it keeps float block scales.
+        var parts = encoded.parts
+        var multipliers = Array(parts["scales"]!.bytes)
+        multipliers[0] = 200
+        parts["scales"] = try DenseTensor(dtype: .u8, shape: [multipliers.count], bytes: multipliers)
+        let oversized = try EncodedTensor(name: "w", shape: encoded.shape, sourceDType: .f32, encoding: encoded.encoding, parts: parts)
+        let fallback = Int8PanelWeights(weight: oversized)!
+        #expect(fallback.fourBit && fallback.isExact && !fallback.isIntegerScaled)
+        let rows = Int(SHRINK_WIDEN_FROM_ROWS) + 1
+        let x = generator.floats(rows * 96, in: -2...2)
+        var outputs: [[Float]] = []
+        for variant in IntegerKernelVariant.available {
+            let kernel = Int8ActivationLinear(weights: fallback, bias: nil, threads: 2, variant: variant, minimumWorkPerThread: 0)
+            var y = [Float](repeating: .nan, count: rows * 64)
+            kernel.forward(x, rows: rows, into: &y)
+            outputs.append(y)
+        }
+        #expect(outputs.allSatisfy { $0 == outputs[0] } && outputs[0].allSatisfy(\.isFinite), "every variant agrees on the fallback")
     }
 }
