@@ -6,10 +6,13 @@
 // from memory.
 // Configurations are measured interleaved (each round runs every one in turn; the median round
 // is reported).
+// `--resident` keeps one copy of each weight instead, hot in the caches from call to call: the
+// kernels' arithmetic alone (e.g. MiniLM's shapes at a sentence's ~9 rows, where its weights sit in
+// the L3 cache), and far less noisy than a whole model on a shared machine.
 // `--integer-kernels avx2,avx512vnni` measures the int8-activation path with each named variant
 // this CPU can run (default: the best one), e.g. the AVX2 path of CPUs without VNNI.
 //   swift run -c release KernelBenchmark [--threads 1,2] [--shapes 4096x4096,...] [--rows 1,32]
-//                                        [--activations int8,f32] [--integer-kernels a,b] [--rounds n]
+//                                        [--activations int8,f32] [--integer-kernels a,b] [--rounds n] [--resident]
 import Dispatch
 import Foundation
 import ShrinkCompression
@@ -23,9 +26,14 @@ var rowCounts = [1, 32]
 var precisions = ActivationPrecision.allCases
 var integerVariants = [IntegerKernelVariant.best]
 var rounds = 5
+var resident = false
 var arguments = Array(CommandLine.arguments.dropFirst())
 while let flag = arguments.first {
     arguments.removeFirst()
+    if flag == "--resident" {
+        resident = true
+        continue
+    }
     guard let value = arguments.first else { break }
     arguments.removeFirst()
     switch flag {
@@ -69,6 +77,7 @@ let encodings: [(String, OpCompressionConfig)] = [
     ("int8 per-channel", EncodingCatalog.quantize(8, symmetric: true, .perChannel(axis: 0))),
     ("uint4 affine block 32", EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32))),
     ("uint4 block 32 int scales", EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32), scale: .u8)),
+    ("uint4 block 64 int scales", EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 64), scale: .u8)),
     ("palette 4-bit", EncodingCatalog.palettize(4)),
     ("palette 6-bit", EncodingCatalog.palettize(6)),
     ("palette 8-bit", EncodingCatalog.palettize(8)),
@@ -76,6 +85,7 @@ let encodings: [(String, OpCompressionConfig)] = [
     ("2:4 + palette 4-bit", prunedPalette),
 ]
 
+print(resident ? "Weights resident in the caches (one copy each)" : "Weights streamed from memory (copies cycled through, ≥ 256 MiB)")
 print("BLAS: \(BLASLibrary.summary); kernels: \(KernelVariant.best.rawValue), integer kernels: \(IntegerKernelVariant.best.rawValue)")
 var bandwidth: [Int: Double] = [:]
 for threads in threadCounts {
@@ -106,8 +116,8 @@ for (outFeatures, inFeatures) in shapes {
     var generator = SeededGenerator(seed: UInt64(outFeatures * 7 + inFeatures))
     let dense = generator.floats(outFeatures * inFeatures, in: -0.1...0.1)
     let denseTensor = try DenseTensor(converting: dense, shape: [outFeatures, inFeatures])
-    // Distinct copies of each weight, ≥ 256 MiB in all, so that GEMV streams from memory.
-    let copiesFor = { (bytes: Int) in max(1, (256 << 20) / max(bytes, 1) + 1) }
+    // Distinct copies of each weight, ≥ 256 MiB in all, so that GEMV streams from memory (one if resident).
+    let copiesFor = { (bytes: Int) in resident ? 1 : max(1, (256 << 20) / max(bytes, 1) + 1) }
     let denseCopies = (0..<copiesFor(dense.count * 4)).map { _ in dense.map { $0 } }
     var prepared: [(name: String, encoded: EncodedTensor, packed: [EncodedTensor], panels: [Int8PanelWeights])] = []
     for (name, config) in encodings {
@@ -165,7 +175,7 @@ for (outFeatures, inFeatures) in shapes {
             for pass in passes {
                 for round in 0..<rounds {
                     for index in pass {
-                        let calls = rows == 1 ? 20 : 4
+                        let calls = resident ? 100 : rows == 1 ? 20 : 4
                         times[index].append(median(repetitions: calls, warmUp: round == 0 ? 3 : 1) { call in cases[index].run(call) })
                         // OpenBLAS's threads spin for a while after a call: let them go to sleep
                         // before the next case needs the cores.
@@ -177,7 +187,7 @@ for (outFeatures, inFeatures) in shapes {
             for (index, item) in cases.enumerated() {
                 let seconds = times[index].sorted()[rounds / 2]
                 let gbps = Double(item.bytes) / seconds / 1e9
-                print(String(format: "%5d×%-5d    %4d  %3d  %@ %7.2f  %9.3f  %11.2f  %10.2f  %8.2f", outFeatures, inFeatures, rows, threads,
+                print(String(format: "%5d×%-5d    %4d  %3d  %@ %7.2f  %9.4f  %11.2f  %10.2f  %8.2f", outFeatures, inFeatures, rows, threads,
                              item.label.padding(toLength: 40, withPad: " ", startingAt: 0) as NSString, item.bitsPerWeight, seconds * 1e3, gbps, gbps / bandwidth[threads]!, baseline / seconds))
             }
         }

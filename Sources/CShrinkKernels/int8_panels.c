@@ -149,13 +149,59 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
     store_tile(acc, mr, np, y, ldy, n0, n, bias);
 }
 
+/// One register tile of integer-scaled nibble codes below SHRINK_WIDEN_FROM_ROWS rows: `mr` rows
+/// times one panel. The codes are centered in registers (q - z + 16, shared by the tile's rows),
+/// each activation block's dot starts at -16 * sum(q_x) and is multiplied by the block's m, giving
+/// the integer (q - z) * m against q_x of the widened form exactly, then scaled as per-channel int8.
+VNNI INLINE void integer_scaled_tile(const uint8_t *w, const uint8_t *zero_points, const uint8_t *multipliers, size_t blocks_per_wblock,
+                                     const float *channel_scales, size_t kpad, const int8_t *xq, const float *xscales,
+                                     const int32_t *xisums, int mr, float *y, size_t ldy, size_t n0, size_t n, const float *bias) {
+    const size_t blocks = kpad / 32;
+    const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
+    __m512 partial[MAX_TILE_ROWS];
+    for (int m = 0; m < mr; m++) partial[m] = _mm512_setzero_ps();
+    __m512i shift = _mm512_setzero_si512(), factor = _mm512_setzero_si512();
+    for (size_t block = 0; block < blocks; block++) {
+        if (block % blocks_per_wblock == 0) {
+            const size_t wb = block / blocks_per_wblock;
+            shift = channel_bytes(_mm_sub_epi8(_mm_set1_epi8(16), _mm_loadu_si128((const __m128i *)(zero_points + wb * 16))));
+            factor = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(multipliers + wb * 16)));
+        }
+        __m512i dot[MAX_TILE_ROWS];
+        for (int m = 0; m < mr; m++) dot[m] = _mm512_set1_epi32(-16 * xisums[m * blocks + block]);
+        const int8_t *xb = xq + block * 32;
+        for (int t = 0; t < 4; t++) {
+            __m512i v = _mm512_loadu_si512(w + block * 256 + t * 64);
+            __m512i lo = _mm512_add_epi8(_mm512_and_si512(v, low_nibbles), shift);
+            __m512i hi = _mm512_add_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles), shift);
+            for (int m = 0; m < mr; m++) {
+                dot[m] = _mm512_dpbusd_epi32(dot[m], lo, _mm512_set1_epi32(*(const int32_t *)(xb + m * kpad + t * 8)));
+                dot[m] = _mm512_dpbusd_epi32(dot[m], hi, _mm512_set1_epi32(*(const int32_t *)(xb + m * kpad + t * 8 + 4)));
+            }
+        }
+        for (int m = 0; m < mr; m++) {
+            __m512 sum = _mm512_cvtepi32_ps(_mm512_mullo_epi32(dot[m], factor));
+            partial[m] = _mm512_fmadd_ps(sum, _mm512_set1_ps(xscales[m * blocks + block]), partial[m]);
+        }
+    }
+    const __m512 scale = _mm512_loadu_ps(channel_scales);
+    __m512 acc[MAX_TILE_ROWS][2];
+    for (int m = 0; m < mr; m++) acc[m][0] = _mm512_fmadd_ps(partial[m], scale, _mm512_setzero_ps());
+    store_tile(acc, mr, 1, y, ldy, n0, n, bias);
+}
+
 #define TILE(MR, NP) \
     tile(w + panel * panel_bytes, panel_bytes, NP, four_bit, luts ? luts + panel * 16 : NULL, centered, kpad, blocks_per_wblock, \
          scales + panel * panel_floats, offsets + panel * panel_floats, panel_floats, xq + m * kpad, xscales + m * blocks, xsums + m * blocks, xisums + m * blocks, \
          MR, y + m * ldy, ldy, panel * 16, n, bias)
 
+#define INTEGER_SCALED_TILE(MR, NP)                                                                                          \
+    integer_scaled_tile(w + panel * kpad * 8, zero_points + panel * panel_floats, multipliers + panel * panel_floats,          \
+                        blocks_per_wblock, channel_scales + panel * 16, kpad, xq + m * kpad, xscales + m * blocks, xisums + m * blocks, \
+                        MR, y + m * ldy, ldy, panel * 16, n, bias)
+
 /// Rows in as few tiles of one panel as possible, of balanced heights, panel by panel.
-#define TALL_TILES()                                                                   \
+#define TALL_TILES(TILE)                                                               \
     do {                                                                               \
         const size_t tiles = (rows + MAX_TILE_ROWS - 1) / MAX_TILE_ROWS;               \
         for (size_t panel = panel_begin; panel < panel_end; panel++) {                 \
@@ -188,7 +234,7 @@ VNNI INLINE void gemm_panels(const uint8_t *w, int four_bit, const uint8_t *luts
     const size_t panel_floats = wblocks * 16;
     const size_t panel_bytes = four_bit ? kpad * 8 : kpad * 16;
     if (four_bit) {
-        TALL_TILES();
+        TALL_TILES(TILE);
     } else {
         SHRINK_FOR_EACH_TILE(rows, panel_begin, panel_end, 4, TILE);
     }
@@ -282,7 +328,9 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t 
             return;
         }
     }
-    if (!four_bit) {
+    if (multipliers) {
+        TALL_TILES(INTEGER_SCALED_TILE);
+    } else if (!four_bit) {
         PANELS(w, 0, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     } else if (luts) {
         PANELS(w, 1, luts, 0, n, 0, panel_begin, panel_end, y, bias);

@@ -172,9 +172,11 @@ AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uin
     const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
     const size_t panel_floats = wblocks * 16;
     const size_t panel_bytes = four_bit ? kpad * 8 : kpad * 16;
-    // The same choice of arithmetic as the other variants: centered from SHRINK_WIDEN_FROM_ROWS rows.
-    if (!four_bit || luts || rows < SHRINK_WIDEN_FROM_ROWS) zero_points = NULL;
+    // The same choice of arithmetic as the other variants: integer-scaled at every row count,
+    // otherwise centered from SHRINK_WIDEN_FROM_ROWS rows.
+    if (!four_bit || luts) zero_points = NULL;
     if (!zero_points || !channel_scales) multipliers = NULL;
+    if (!multipliers && rows < SHRINK_WIDEN_FROM_ROWS) zero_points = NULL;
     // Integer-scaled: one weight block per row, scaled by the channel scales.
     const size_t scale_blocks = multipliers ? blocks : blocks_per_wblock, scale_floats = multipliers ? 16 : panel_floats;
     const float *scale_table = multipliers ? channel_scales : scales;

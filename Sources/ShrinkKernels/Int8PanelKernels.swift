@@ -72,9 +72,11 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
         case .swift:
             let kpad = w.paddedColumns, blocks = kpad / 32, panelFloats = w.weightBlocks * 16
             // The centered form: codes q − z + 128 against −128 · Σ q_x, and no offset term; the
-            // integer-scaled form: codes (q − z) · m + 128, and one weight block per row of scale S.
-            let centered = w.fourBit && luts == nil && rows >= Int(SHRINK_WIDEN_FROM_ROWS) ? zeroPoints : nil
-            let integerScaled = centered == nil ? nil : multipliers.flatMap { m in channelScales.map { (m, $0) } }
+            // integer-scaled form (at every row count): codes (q − z) · m + 128, and one weight
+            // block per row of scale S.
+            let affineNibbles = w.fourBit && luts == nil ? zeroPoints : nil
+            let integerScaled = affineNibbles == nil ? nil : multipliers.flatMap { m in channelScales.map { (m, $0) } }
+            let centered = integerScaled != nil || rows >= Int(SHRINK_WIDEN_FROM_ROWS) ? affineNibbles : nil
             let scaleBlocks = integerScaled == nil ? w.blocksPerWeightBlock : blocks
             for panel in panels {
                 for lane in 0..<16 where panel * 16 + lane < w.rows {

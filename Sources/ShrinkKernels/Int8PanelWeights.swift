@@ -7,8 +7,8 @@ import ShrinkCore
 /// How each encoding maps onto codes:
 /// - affine weights (per tensor, per output channel, or per block of a multiple of 32 inputs),
 ///   dense or pruned: the stored codes, exactly (a pruned weight takes its block's zero code);
-///   4-bit blocks with integer block scales also keep their multipliers, so that from
-///   `SHRINK_WIDEN_FROM_ROWS` rows on they run as per-channel bytes (the integer-scaled form);
+///   4-bit blocks with integer block scales also keep their multipliers, so that they run in
+///   the integer-scaled form (as per-channel bytes, the same results at every row count);
 /// - scalar palettes grouped along the output channels, dense or pruned: each group's LUT is
 ///   quantized to 8 bits on a grid that holds 0 exactly (error at most half a step,
 ///   `(max(lut, 0) − min(lut, 0)) / 510`); output-channel scales fold into `a` and `o`;
@@ -52,8 +52,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
             + (multipliers?.count ?? 0)
     }
 
-    /// Whether 4-bit codes run in the integer-scaled form (see `shrink_kernels.h`) from
-    /// `SHRINK_WIDEN_FROM_ROWS` rows on.
+    /// Whether 4-bit codes run in the integer-scaled form (see `shrink_kernels.h`).
     public var isIntegerScaled: Bool { multipliers != nil }
 
     /// The codes of one layer before packing: row-major `rows × columns` codes (or LUT indices),

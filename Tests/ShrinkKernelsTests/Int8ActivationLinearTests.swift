@@ -101,6 +101,39 @@ import ShrinkTestSupport
         }
     }
 
+    /// Integer-scaled weights give a row the same result whatever rows come with it (one at a time,
+    /// in tiles below `SHRINK_WIDEN_FROM_ROWS`, or widened from there on), in every variant.
+    @Test func integerScaledRowsDoNotDependOnTheirBatch() throws {
+        var generator = SeededGenerator(seed: 5)
+        let batch = Int(SHRINK_WIDEN_FROM_ROWS) + 1
+        var checked = 0
+        for entry in EncodingCatalog.all {
+            for shape in [[40, 192], [33, 100]] where entry.config.mismatch(shape: shape) == nil {
+                let (outFeatures, inFeatures) = (shape[0], shape[1])
+                let tensor = try DenseTensor(converting: generator.floats(outFeatures * inFeatures), shape: shape)
+                guard let weights = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: entry.config)),
+                      weights.isIntegerScaled else { continue }
+                checked += 1
+                let x = generator.floats(batch * inFeatures, in: -2...2)
+                let bias = generator.floats(outFeatures)
+                for variant in IntegerKernelVariant.available {
+                    let kernel = Int8ActivationLinear(weights: weights, bias: bias, threads: 2, variant: variant, minimumWorkPerThread: 0)
+                    var whole = [Float](repeating: .nan, count: batch * outFeatures)
+                    kernel.forward(x, rows: batch, into: &whole)
+                    for rows in [1, 9] {
+                        for first in stride(from: 0, to: batch - rows + 1, by: rows) {
+                            var part = [Float](repeating: .nan, count: rows * outFeatures)
+                            kernel.forward(Array(x[(first * inFeatures)..<((first + rows) * inFeatures)]), rows: rows, into: &part)
+                            #expect(part == Array(whole[(first * outFeatures)..<((first + rows) * outFeatures)]),
+                                    "\(entry.name) \(shape) \(variant): rows \(first)..<\(first + rows) alone differ from the batch of \(batch)")
+                        }
+                    }
+                }
+            }
+        }
+        #expect(checked >= 4, "the catalog's integer-scaled encodings")
+    }
+
     @Test func nibblePanelsKeepTheirLUTsAndIntegerScales() throws {
         var generator = SeededGenerator(seed: 3)
         let tensor = try DenseTensor(converting: generator.floats(64 * 96), shape: [64, 96])
@@ -116,7 +149,7 @@ import ShrinkTestSupport
             name: "w", tensor: tensor, config: EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32), scale: .u8))
         let integerScaled = Int8PanelWeights(weight: encoded)!
         #expect(integerScaled.fourBit && integerScaled.isExact && integerScaled.isIntegerScaled,
-                "integer block scales run as per-channel bytes from SHRINK_WIDEN_FROM_ROWS rows on")
+                "integer block scales run as per-channel bytes")
         // A file may hold multipliers too large for bytes: valid, but it keeps float block scales.
         var parts = encoded.parts
         var multipliers = Array(parts["scales"]!.bytes)

@@ -107,10 +107,14 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 // Centered form (4-bit affine codes with integer zero points z, o = a * z, from
 // SHRINK_WIDEN_FROM_ROWS rows on): the codes are widened to bytes q - z + 128, each activation
 // block's integer sum is sum(q_x * (q_w - z + 128)) - 128 * sum(q_x), and there is no offset term.
-// Integer-scaled form (centered codes whose weight-block scales are a = m * S, an integer
+// Integer-scaled form (4-bit affine codes whose weight-block scales are a = m * S, an integer
 // multiplier m per channel and weight block times a scale S per channel, with z * m <= 128 and
-// (15 - z) * m <= 127): the codes are widened to bytes (q - z) * m + 128, the whole row is one
-// weight block of scale S, and there is no offset term.
+// (15 - z) * m <= 127; at every row count, so a row's result does not depend on how many rows
+// come with it): each activation block's integer sum is sum(q_x * ((q_w - z) * m + 128)) -
+// 128 * sum(q_x), the whole row is one weight block of scale S, and there is no offset term. From
+// SHRINK_WIDEN_FROM_ROWS rows on the codes are widened to those bytes; below, the VNNI kernel
+// centers them in registers (q - z + 16, dot starting at -16 * sum(q_x)) and multiplies each
+// block's sum by m, which is the same integer.
 
 /// From this many rows on, 4-bit panels are widened to bytes once per pair of panels (in a
 /// per-thread buffer) and run in tiles of 4 rows by 2 panels, instead of being unpacked in every
@@ -153,7 +157,8 @@ void shrink_quantize_rows_s8_avx2(const float *x, size_t rows, size_t k, size_t 
                                   float *sums, int32_t *integer_sums);
 
 /// shrink_gemm_u8s8_panels with AVX2 `vpmaddubsw` (same results: the arithmetic of the Swift twin,
-/// centered from SHRINK_WIDEN_FROM_ROWS rows like the other variants, without widening).
+/// centered from SHRINK_WIDEN_FROM_ROWS rows and integer-scaled at every row count like the other
+/// variants, without widening).
 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points,
                                   const uint8_t *multipliers, const float *channel_scales, size_t n,
                                   size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
