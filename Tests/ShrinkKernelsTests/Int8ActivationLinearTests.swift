@@ -12,8 +12,9 @@ import ShrinkTestSupport
 @Suite struct Int8ActivationLinearTests {
     static let shapes: [[Int]] = [[97, 385], [96, 64], [13, 7], [16, 48], [33, 100]]
     /// Byte panels in tiles of 4, 2 and 1 rows; 4-bit panels in single-panel tiles of 1–8 rows
-    /// (15 = 8 + 7, 9 = 5 + 4) and, from `SHRINK_WIDEN_FROM_ROWS`, widened to bytes.
-    static let rowCounts = [1, 2, 3, 6, 9, 15, Int(SHRINK_WIDEN_FROM_ROWS) + 1]
+    /// (15 = 8 + 7, 9 = 5 + 4; integer-scaled ones of 1–10 rows: 9, 10, 15 = 8 + 7) and, from
+    /// `SHRINK_WIDEN_FROM_ROWS`, widened to bytes.
+    static let rowCounts = [1, 2, 3, 6, 9, 10, 15, Int(SHRINK_WIDEN_FROM_ROWS) + 1]
 
     /// Whether the integer path takes `weight`: everything but float values, scales along the
     /// inputs (they cannot be factored out of an integer dot) and blocks that are not a multiple of
