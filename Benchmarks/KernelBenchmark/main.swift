@@ -6,13 +6,14 @@
 // from memory.
 // Configurations are measured interleaved (each round runs every one in turn; the median round
 // is reported).
-// `--resident` keeps one copy of each weight instead, hot in the caches from call to call: the
-// kernels' arithmetic alone (e.g. MiniLM's shapes at a sentence's ~9 rows, where its weights sit in
-// the L3 cache), and far less noisy than a whole model on a shared machine.
+// `--working-set n` cycles through n MiB of copies instead of 256: e.g. 8 keeps the weights in
+// the L3 cache but not in L2, as a small model's layers are when a forward pass runs through them
+// (MiniLM's shapes at a sentence's ~9 rows), and 0 keeps one copy, hot in L2. Far less noisy than a
+// whole model on a shared machine.
 // `--integer-kernels avx2,avx512vnni` measures the int8-activation path with each named variant
 // this CPU can run (default: the best one), e.g. the AVX2 path of CPUs without VNNI.
 //   swift run -c release KernelBenchmark [--threads 1,2] [--shapes 4096x4096,...] [--rows 1,32]
-//                                        [--activations int8,f32] [--integer-kernels a,b] [--rounds n] [--resident]
+//                                        [--activations int8,f32] [--integer-kernels a,b] [--rounds n] [--working-set MiB]
 import Dispatch
 import Foundation
 import ShrinkCompression
@@ -26,14 +27,10 @@ var rowCounts = [1, 32]
 var precisions = ActivationPrecision.allCases
 var integerVariants = [IntegerKernelVariant.best]
 var rounds = 5
-var resident = false
+var workingSetMiB = 256
 var arguments = Array(CommandLine.arguments.dropFirst())
 while let flag = arguments.first {
     arguments.removeFirst()
-    if flag == "--resident" {
-        resident = true
-        continue
-    }
     guard let value = arguments.first else { break }
     arguments.removeFirst()
     switch flag {
@@ -41,6 +38,7 @@ while let flag = arguments.first {
     case "--rows": rowCounts = value.split(separator: ",").compactMap { Int($0) }
     case "--activations": precisions = value.split(separator: ",").compactMap { ActivationPrecision(rawValue: String($0)) }
     case "--rounds": rounds = Int(value) ?? rounds
+    case "--working-set": workingSetMiB = Int(value) ?? workingSetMiB
     case "--integer-kernels":
         integerVariants = value.split(separator: ",").map { name in
             guard let variant = IntegerKernelVariant(rawValue: String(name)), IntegerKernelVariant.available.contains(variant) else {
@@ -85,7 +83,7 @@ let encodings: [(String, OpCompressionConfig)] = [
     ("2:4 + palette 4-bit", prunedPalette),
 ]
 
-print(resident ? "Weights resident in the caches (one copy each)" : "Weights streamed from memory (copies cycled through, ≥ 256 MiB)")
+print(workingSetMiB == 0 ? "Working set: one copy of each weight" : "Working set: copies of each weight cycled through, > \(workingSetMiB) MiB")
 print("BLAS: \(BLASLibrary.summary); kernels: \(KernelVariant.best.rawValue), integer kernels: \(IntegerKernelVariant.best.rawValue)")
 var bandwidth: [Int: Double] = [:]
 for threads in threadCounts {
@@ -116,8 +114,9 @@ for (outFeatures, inFeatures) in shapes {
     var generator = SeededGenerator(seed: UInt64(outFeatures * 7 + inFeatures))
     let dense = generator.floats(outFeatures * inFeatures, in: -0.1...0.1)
     let denseTensor = try DenseTensor(converting: dense, shape: [outFeatures, inFeatures])
-    // Distinct copies of each weight, ≥ 256 MiB in all, so that GEMV streams from memory (one if resident).
-    let copiesFor = { (bytes: Int) in resident ? 1 : max(1, (256 << 20) / max(bytes, 1) + 1) }
+    // Distinct copies of each weight, more than the working set in all (by default 256 MiB, so that
+    // GEMV streams from memory).
+    let copiesFor = { (bytes: Int) in workingSetMiB == 0 ? 1 : max(1, (workingSetMiB << 20) / max(bytes, 1) + 1) }
     let denseCopies = (0..<copiesFor(dense.count * 4)).map { _ in dense.map { $0 } }
     var prepared: [(name: String, encoded: EncodedTensor, packed: [EncodedTensor], panels: [Int8PanelWeights])] = []
     for (name, config) in encodings {
@@ -175,7 +174,8 @@ for (outFeatures, inFeatures) in shapes {
             for pass in passes {
                 for round in 0..<rounds {
                     for index in pass {
-                        let calls = resident ? 100 : rows == 1 ? 20 : 4
+                        // Enough calls for ~50 M multiply-adds (small shapes), at least 20 (GEMV) or 4.
+                        let calls = max(rows == 1 ? 20 : 4, min(200, 50_000_000 / (outFeatures * inFeatures * rows)))
                         times[index].append(median(repetitions: calls, warmUp: round == 0 ? 3 : 1) { call in cases[index].run(call) })
                         // OpenBLAS's threads spin for a while after a call: let them go to sleep
                         // before the next case needs the cores.
