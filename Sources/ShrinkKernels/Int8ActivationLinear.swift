@@ -41,25 +41,46 @@ public final class Int8ActivationLinear: LinearOperator, @unchecked Sendable {
 
     public func forward(_ x: [Float], rows: Int, into y: inout [Float]) {
         precondition(x.count >= rows * inFeatures && y.count >= rows * outFeatures)
-        let kpad = weights.paddedColumns, blocks = kpad / 32
-        let panels = weights.panels
-        let workers = workerCount(threads: threads, work: rows * outFeatures * inFeatures, outFeatures: panels, minimumWork: minimumWorkPerThread)
+        x.withUnsafeBufferPointer { input in
+            y.withUnsafeMutableBufferPointer { output in
+                withUnsafeTemporaryAllocation(of: Product.self, capacity: 1) { products in
+                    products.initializeElement(at: 0, to: Product(layer: self, y: output.baseAddress!))
+                    Self.run(UnsafeBufferPointer(products), x: input.baseAddress!, rows: rows)
+                }
+            }
+        }
+    }
+
+    /// One layer's share of a forward pass: its weights and where its outputs go.
+    struct Product {
+        unowned(unsafe) let layer: Int8ActivationLinear
+        let y: UnsafeMutablePointer<Float>
+    }
+
+    /// A forward pass of layers that read the same input (same columns, variant and threads): the
+    /// input quantized once, in the first layer's scratch, then all their panels split over the
+    /// workers as one range.
+    static func run(_ products: UnsafeBufferPointer<Product>, x: UnsafePointer<Float>, rows: Int) {
+        let first = products[0].layer
+        let kpad = first.weights.paddedColumns, blocks = kpad / 32
+        var panels = 0, work = 0
+        for product in products {
+            panels += product.layer.weights.panels
+            work += rows * product.layer.outFeatures * product.layer.inFeatures
+        }
+        let workers = workerCount(threads: first.threads, work: work, outFeatures: panels, minimumWork: first.minimumWorkPerThread)
         // Quantized rows, then per row and block a scale, a sum and an integer sum, in the reused scratch.
-        scratch.withBytes(rows * kpad + 12 * rows * blocks) { bytes in
+        first.scratch.withBytes(rows * kpad + 12 * rows * blocks) { bytes in
             let quantized = bytes.bindMemory(to: Int8.self, capacity: rows * kpad)
             let scales = (bytes + rows * kpad).bindMemory(to: Float.self, capacity: 2 * rows * blocks)
             let sums = scales + rows * blocks
             let integerSums = (bytes + rows * kpad + 8 * rows * blocks).bindMemory(to: Int32.self, capacity: rows * blocks)
-            x.withUnsafeBufferPointer { input in
-                // Rows are quantized independently: split over the same workers when there are enough.
-                WorkerPool.shared.run(rows >= 8 * workers ? workers : 1,
-                                      QuantizeJob(layer: self, x: input.baseAddress!, rows: rows, quantized: quantized, scales: scales,
-                                                  sums: sums, integerSums: integerSums))
-            }
-            y.withUnsafeMutableBufferPointer { output in
-                WorkerPool.shared.run(workers, GemmJob(layer: self, quantized: quantized, scales: scales, sums: sums, integerSums: integerSums,
-                                                       rows: rows, y: output.baseAddress!))
-            }
+            // Rows are quantized independently: split over the same workers when there are enough.
+            WorkerPool.shared.run(rows >= 8 * workers ? workers : 1,
+                                  QuantizeJob(layer: first, x: x, rows: rows, quantized: quantized, scales: scales, sums: sums,
+                                              integerSums: integerSums))
+            WorkerPool.shared.run(workers, GemmJob(products: products, panels: panels, quantized: quantized, scales: scales, sums: sums,
+                                                   integerSums: integerSums, rows: rows))
         }
     }
 
@@ -82,20 +103,61 @@ public final class Int8ActivationLinear: LinearOperator, @unchecked Sendable {
         }
     }
 
-    /// Multiplies the quantized rows with the weight's panels, split over the workers.
+    /// Multiplies the quantized rows with the layers' panels, taken as one range of panels (layer
+    /// after layer) split over the workers.
     struct GemmJob: ParallelJob {
         static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: GemmJob.self).pointee.run(worker: worker, of: workers) } }
-        let layer: Int8ActivationLinear
+        let products: UnsafeBufferPointer<Product>
+        let panels: Int
         let quantized: UnsafeMutablePointer<Int8>
         let scales, sums: UnsafeMutablePointer<Float>
         let integerSums: UnsafeMutablePointer<Int32>
         let rows: Int
-        let y: UnsafeMutablePointer<Float>
 
         func run(worker: Int, of workers: Int) {
-            layer.variant.gemm(layer.weights, panels: Parallel.range(worker: worker, of: workers, count: layer.weights.panels), xq: quantized,
-                               xScales: scales, xSums: sums, xIntegerSums: integerSums, rows: rows, y: y, ldy: layer.outFeatures,
-                               bias: layer.biasValues.map { UnsafePointer($0) })
+            let share = Parallel.range(worker: worker, of: workers, count: panels)
+            var start = 0
+            for product in products {
+                let layer = product.layer, count = layer.weights.panels
+                let first = max(share.lowerBound, start) - start, end = min(share.upperBound, start + count) - start
+                if first < end {
+                    layer.variant.gemm(layer.weights, panels: first..<end, xq: quantized, xScales: scales, xSums: sums, xIntegerSums: integerSums,
+                                       rows: rows, y: product.y, ldy: layer.outFeatures, bias: layer.biasValues.map { UnsafePointer($0) })
+                }
+                start += count
+            }
+        }
+    }
+}
+
+/// Linear layers that read the same input, such as a transformer's query, key and value
+/// projections: a forward pass quantizes the input once and splits all their panels over the
+/// threads in one job (one quantization and one hand-off instead of one per layer). Each output
+/// equals its own layer's forward pass bit for bit.
+public final class SharedInputLinears: @unchecked Sendable {
+    public let layers: [Int8ActivationLinear]
+
+    /// `nil` unless every operator is an `Int8ActivationLinear` and all take the same inputs with
+    /// the same kernel variant and thread count.
+    public init?(_ operators: [any LinearOperator]) {
+        let layers = operators.compactMap { $0 as? Int8ActivationLinear }
+        guard let first = layers.first, layers.count == operators.count,
+              layers.allSatisfy({ $0.inFeatures == first.inFeatures && $0.variant == first.variant && $0.threads == first.threads })
+        else { return nil }
+        self.layers = layers
+    }
+
+    /// Computes `rows × layers[i].outFeatures` outputs into `outputs[i]` from `rows × inFeatures`
+    /// inputs (row-major), for every layer.
+    public func forward(_ x: [Float], rows: Int, into outputs: UnsafeBufferPointer<UnsafeMutablePointer<Float>>) {
+        precondition(outputs.count == layers.count && x.count >= rows * layers[0].inFeatures)
+        x.withUnsafeBufferPointer { input in
+            withUnsafeTemporaryAllocation(of: Int8ActivationLinear.Product.self, capacity: layers.count) { products in
+                for (index, layer) in layers.enumerated() {
+                    products.initializeElement(at: index, to: Int8ActivationLinear.Product(layer: layer, y: outputs[index]))
+                }
+                Int8ActivationLinear.run(UnsafeBufferPointer(products), x: input.baseAddress!, rows: rows)
+            }
         }
     }
 }

@@ -27,6 +27,17 @@ public final class BertEncoder: @unchecked Sendable {
     struct Layer {
         let query, key, value, attentionOutput, intermediate, output: any LinearOperator
         let attentionNorm, outputNorm: LayerNormWeights
+        /// Query, key and value in one pass when they run on int8 activations (one quantization
+        /// and one hand-off instead of three).
+        let projections: SharedInputLinears?
+
+        init(query: any LinearOperator, key: any LinearOperator, value: any LinearOperator, attentionOutput: any LinearOperator,
+             intermediate: any LinearOperator, output: any LinearOperator, attentionNorm: LayerNormWeights, outputNorm: LayerNormWeights) {
+            (self.query, self.key, self.value, self.attentionOutput, self.intermediate, self.output) =
+                (query, key, value, attentionOutput, intermediate, output)
+            (self.attentionNorm, self.outputNorm) = (attentionNorm, outputNorm)
+            projections = SharedInputLinears([query, key, value])
+        }
     }
 
     /// Builds the encoder from the tensors `source` provides, by the Hugging Face BERT names.
@@ -172,9 +183,24 @@ public final class BertEncoder: @unchecked Sendable {
     func run(_ layer: Layer, work: inout Workspace, lengths: [Int]) {
         let hidden = config.hiddenSize
         let total = lengths.reduce(0, +)
-        layer.query.forward(work.states, rows: total, into: &work.query)
-        layer.key.forward(work.states, rows: total, into: &work.key)
-        layer.value.forward(work.states, rows: total, into: &work.value)
+        if let projections = layer.projections {
+            work.query.withUnsafeMutableBufferPointer { q in
+                work.key.withUnsafeMutableBufferPointer { k in
+                    work.value.withUnsafeMutableBufferPointer { v in
+                        withUnsafeTemporaryAllocation(of: UnsafeMutablePointer<Float>.self, capacity: 3) { outputs in
+                            outputs.initializeElement(at: 0, to: q.baseAddress!)
+                            outputs.initializeElement(at: 1, to: k.baseAddress!)
+                            outputs.initializeElement(at: 2, to: v.baseAddress!)
+                            projections.forward(work.states, rows: total, into: UnsafeBufferPointer(outputs))
+                        }
+                    }
+                }
+            }
+        } else {
+            layer.query.forward(work.states, rows: total, into: &work.query)
+            layer.key.forward(work.states, rows: total, into: &work.key)
+            layer.value.forward(work.states, rows: total, into: &work.value)
+        }
         let scratchPerWorker = Attention.scratch(longest: lengths.max() ?? 0, headSize: hidden / config.heads)
         if work.attentionScratch.count < threads * scratchPerWorker {
             work.attentionScratch = [Float](repeating: 0, count: threads * scratchPerWorker)

@@ -135,6 +135,54 @@ import ShrinkTestSupport
         #expect(checked >= 4, "the catalog's integer-scaled encodings")
     }
 
+    /// Layers that share an input, run as one pass (one quantization, their panels split over the
+    /// threads as one range), give each layer's own outputs bit for bit, whatever their encodings
+    /// and widths; operators that cannot share an input are refused.
+    @Test func sharedInputLinearsMatchTheirLayers() throws {
+        var generator = SeededGenerator(seed: 8)
+        let inFeatures = 100
+        let configs: [(Int, OpCompressionConfig)] = [
+            (40, EncodingCatalog.quantize(8, symmetric: true, .perChannel(axis: 0))), (16, EncodingCatalog.palettize(4)),
+            (33, EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32), scale: .u8)),
+        ]
+        let encoded = try configs.map { outFeatures, config in
+            let tensor = try DenseTensor(converting: generator.floats(outFeatures * inFeatures), shape: [outFeatures, inFeatures])
+            return (Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: config))!, generator.floats(outFeatures))
+        }
+        for variant in IntegerKernelVariant.available {
+            for threads in [1, 2] {
+                let layers = encoded.map { Int8ActivationLinear(weights: $0.0, bias: $0.1, threads: threads, variant: variant, minimumWorkPerThread: 0) }
+                let group = try #require(SharedInputLinears(layers))
+                for rows in [1, 9, Int(SHRINK_WIDEN_FROM_ROWS) + 1] {
+                    let x = generator.floats(rows * inFeatures, in: -2...2)
+                    var first = [Float](repeating: .nan, count: rows * layers[0].outFeatures)
+                    var second = [Float](repeating: .nan, count: rows * layers[1].outFeatures)
+                    var third = [Float](repeating: .nan, count: rows * layers[2].outFeatures)
+                    first.withUnsafeMutableBufferPointer { a in
+                        second.withUnsafeMutableBufferPointer { b in
+                            third.withUnsafeMutableBufferPointer { c in
+                                [a.baseAddress!, b.baseAddress!, c.baseAddress!].withUnsafeBufferPointer { group.forward(x, rows: rows, into: $0) }
+                            }
+                        }
+                    }
+                    for (layer, output) in zip(layers, [first, second, third]) {
+                        var alone = [Float](repeating: .nan, count: rows * layer.outFeatures)
+                        layer.forward(x, rows: rows, into: &alone)
+                        #expect(output == alone, "\(variant), \(threads) threads, \(rows) rows: \(layer.outFeatures) outputs differ from the layer alone")
+                    }
+                }
+            }
+        }
+        let narrower = Int8ActivationLinear(weights: encoded[0].0, bias: nil, threads: 2)
+        let wider = try WeightCompressor.encode(name: "w", tensor: try DenseTensor(converting: generator.floats(16 * 64), shape: [16, 64]),
+                                                config: EncodingCatalog.quantize(8, symmetric: true, .perChannel(axis: 0)))
+        #expect(SharedInputLinears([narrower, Int8ActivationLinear(weights: Int8PanelWeights(weight: wider)!, bias: nil, threads: 2)]) == nil,
+                "different input widths")
+        #expect(SharedInputLinears([narrower, Int8ActivationLinear(weights: encoded[1].0, bias: nil, threads: 1)]) == nil, "different thread counts")
+        #expect(SharedInputLinears([narrower, DenseLinear(weights: generator.floats(16 * inFeatures), bias: nil, outFeatures: 16, inFeatures: inFeatures)]) == nil,
+                "an fp32 layer")
+    }
+
     @Test func nibblePanelsKeepTheirLUTsAndIntegerScales() throws {
         var generator = SeededGenerator(seed: 3)
         let tensor = try DenseTensor(converting: generator.floats(64 * 96), shape: [64, 96])
