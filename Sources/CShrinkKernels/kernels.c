@@ -198,52 +198,99 @@ AVX512 static inline __mmask16 tail_mask(size_t remaining) {
     return remaining >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remaining) - 1);
 }
 
+/// out for query rows [i, i + R) and head chunks [c0, c0 + CN) (CN <= 2): R × CN context sums in
+/// registers, each value vector loaded once for the R rows.
+AVX512 static inline __attribute__((always_inline)) void attention_context(const float *v, size_t i, int R, int CN, size_t c0, size_t length,
+                                                                          size_t stride, const __mmask16 *masks, const float *scores,
+                                                                          size_t padded, const __m512 *inverse, float *out) {
+    __m512 context[4][2];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < CN; c++) context[r][c] = _mm512_setzero_ps();
+    for (size_t j = 0; j < length; j++) {
+        for (int c = 0; c < CN; c++) {
+            __m512 value = _mm512_maskz_loadu_ps(masks[c0 + c], v + j * stride + (c0 + c) * 16);
+            for (int r = 0; r < R; r++) context[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(scores[r * padded + j]), value, context[r][c]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < CN; c++)
+            _mm512_mask_storeu_ps(out + (i + r) * stride + (c0 + c) * 16, masks[c0 + c], _mm512_mul_ps(context[r][c], inverse[r]));
+}
+
+/// Query rows [i, i + R) of one head: each key and value vector loaded once serves the R rows, whose
+/// dependency chains (R × 4 partial scores, R × chunks context sums) run side by side. Per row the
+/// arithmetic is that of one row alone.
+AVX512 static inline __attribute__((always_inline)) void attention_rows(const float *q, const float *v, size_t i, int R, size_t length,
+                                                                       size_t head_size, size_t stride, float scale, const float *keys,
+                                                                       size_t padded, const __mmask16 *masks, float *scores, float *out) {
+    const size_t chunks = (head_size + 15) / 16;
+    float query[4][128];
+    for (int r = 0; r < R; r++) {
+        for (size_t c = 0; c < chunks; c++) {
+            _mm512_storeu_ps(query[r] + c * 16,
+                             _mm512_mul_ps(_mm512_maskz_loadu_ps(masks[c], q + (i + r) * stride + c * 16), _mm512_set1_ps(scale)));
+        }
+    }
+    __m512 largest[4];
+    for (int r = 0; r < R; r++) largest[r] = _mm512_set1_ps(-INFINITY);
+    for (size_t j = 0; j < padded; j += 16) {
+        // Four partial sums per row, so that the FMAs do not wait on one another.
+        __m512 sum[4][4];
+        for (int r = 0; r < R; r++)
+            for (int u = 0; u < 4; u++) sum[r][u] = _mm512_setzero_ps();
+        size_t d = 0;
+        for (; d + 4 <= head_size; d += 4) {
+            for (int u = 0; u < 4; u++) {
+                __m512 key = _mm512_loadu_ps(keys + (d + u) * padded + j);
+                for (int r = 0; r < R; r++) sum[r][u] = _mm512_fmadd_ps(_mm512_set1_ps(query[r][d + u]), key, sum[r][u]);
+            }
+        }
+        for (; d < head_size; d++) {
+            __m512 key = _mm512_loadu_ps(keys + d * padded + j);
+            for (int r = 0; r < R; r++) sum[r][0] = _mm512_fmadd_ps(_mm512_set1_ps(query[r][d]), key, sum[r][0]);
+        }
+        for (int r = 0; r < R; r++) {
+            __m512 total = _mm512_add_ps(_mm512_add_ps(sum[r][0], sum[r][1]), _mm512_add_ps(sum[r][2], sum[r][3]));
+            _mm512_storeu_ps(scores + r * padded + j, total);
+            largest[r] = _mm512_mask_max_ps(largest[r], tail_mask(length - j), largest[r], total);
+        }
+    }
+    __m512 inverse[4];
+    for (int r = 0; r < R; r++) {
+        __m512 maximum = _mm512_set1_ps(_mm512_reduce_max_ps(largest[r]));
+        __m512 total = _mm512_setzero_ps();
+        for (size_t j = 0; j < length; j += 16) {
+            __mmask16 mask = tail_mask(length - j);
+            __m512 e = _mm512_maskz_mov_ps(mask, exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(scores + r * padded + j), maximum)));
+            _mm512_storeu_ps(scores + r * padded + j, e);
+            total = _mm512_add_ps(total, e);
+        }
+        inverse[r] = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(total));
+    }
+    for (size_t c0 = 0; c0 < chunks; c0 += 2) {
+        if (chunks - c0 >= 2) {
+            attention_context(v, i, R, 2, c0, length, stride, masks, scores, padded, inverse, out);
+        } else {
+            attention_context(v, i, R, 1, c0, length, stride, masks, scores, padded, inverse, out);
+        }
+    }
+}
+
 AVX512 void shrink_attention_head_f32(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
                                       float scale, float *scratch, float *out) {
     const size_t chunks = (head_size + 15) / 16;
     const size_t padded = (length + 15) & ~(size_t)15;
-    float *scores = scratch, *keys = scratch + padded;
+    float *scores = scratch, *keys = scratch + 4 * padded;
     shrink_transpose_keys(k, length, head_size, stride, padded, keys);
     __mmask16 masks[8];
     for (size_t c = 0; c < chunks; c++) masks[c] = tail_mask(head_size - c * 16);
-    float query[128];
-    for (size_t i = 0; i < length; i++) {
-        for (size_t c = 0; c < chunks; c++) {
-            _mm512_storeu_ps(query + c * 16, _mm512_mul_ps(_mm512_maskz_loadu_ps(masks[c], q + i * stride + c * 16), _mm512_set1_ps(scale)));
-        }
-        __m512 largest = _mm512_set1_ps(-INFINITY);
-        for (size_t j = 0; j < padded; j += 16) {
-            // Four partial sums, so that the FMAs do not wait on one another.
-            __m512 sum[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-            size_t d = 0;
-            for (; d + 4 <= head_size; d += 4) {
-                for (int u = 0; u < 4; u++) {
-                    sum[u] = _mm512_fmadd_ps(_mm512_set1_ps(query[d + u]), _mm512_loadu_ps(keys + (d + u) * padded + j), sum[u]);
-                }
-            }
-            for (; d < head_size; d++) sum[0] = _mm512_fmadd_ps(_mm512_set1_ps(query[d]), _mm512_loadu_ps(keys + d * padded + j), sum[0]);
-            __m512 total = _mm512_add_ps(_mm512_add_ps(sum[0], sum[1]), _mm512_add_ps(sum[2], sum[3]));
-            _mm512_storeu_ps(scores + j, total);
-            largest = _mm512_mask_max_ps(largest, tail_mask(length - j), largest, total);
-        }
-        __m512 maximum = _mm512_set1_ps(_mm512_reduce_max_ps(largest));
-        __m512 total = _mm512_setzero_ps();
-        for (size_t j = 0; j < length; j += 16) {
-            __mmask16 mask = tail_mask(length - j);
-            __m512 e = _mm512_maskz_mov_ps(mask, exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(scores + j), maximum)));
-            _mm512_storeu_ps(scores + j, e);
-            total = _mm512_add_ps(total, e);
-        }
-        __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(total));
-        __m512 context[8];
-        for (size_t c = 0; c < chunks; c++) context[c] = _mm512_setzero_ps();
-        for (size_t j = 0; j < length; j++) {
-            __m512 weight = _mm512_set1_ps(scores[j]);
-            for (size_t c = 0; c < chunks; c++) {
-                context[c] = _mm512_fmadd_ps(weight, _mm512_maskz_loadu_ps(masks[c], v + j * stride + c * 16), context[c]);
-            }
-        }
-        for (size_t c = 0; c < chunks; c++) _mm512_mask_storeu_ps(out + i * stride + c * 16, masks[c], _mm512_mul_ps(context[c], inverse));
+    size_t i = 0;
+    for (; i + 4 <= length; i += 4) attention_rows(q, v, i, 4, length, head_size, stride, scale, keys, padded, masks, scores, out);
+    switch (length - i) {
+    case 3: attention_rows(q, v, i, 3, length, head_size, stride, scale, keys, padded, masks, scores, out); break;
+    case 2: attention_rows(q, v, i, 2, length, head_size, stride, scale, keys, padded, masks, scores, out); break;
+    case 1: attention_rows(q, v, i, 1, length, head_size, stride, scale, keys, padded, masks, scores, out); break;
+    default: break;
     }
 }
 

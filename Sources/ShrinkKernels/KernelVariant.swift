@@ -203,7 +203,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
     }
 
     /// The scratch floats `attentionHead` needs.
-    public static func attentionScratch(length: Int, headSize: Int) -> Int { (headSize + 1) * ((length + 15) / 16 * 16) }
+    public static func attentionScratch(length: Int, headSize: Int) -> Int { (headSize + 4) * ((length + 15) / 16 * 16) }
 
     /// In-place GELU, `x · (1 + erf(x / √2)) / 2`. The Swift twin uses the C library's `erff`; the
     /// vector kernel a polynomial erf (absolute error ≤ 1.5e-7, see `shrink_gelu_f32`).

@@ -58,9 +58,9 @@ void shrink_decode_sparse(const uint8_t *mask, const uint8_t *kept, size_t n, co
 /// scores s_j = (scale * q_i) . k_j over all `length` keys, softmax (max subtracted, exp, sum),
 /// and out_i = (sum over j of e_j * v_j) / (sum over j of e_j). q, k, v and out point at the
 /// head's first column of token 0, rows `stride` floats apart; head_size <= 128. `scratch` holds
-/// (head_size + 1) * padded floats, padded = length rounded up to 16 (the scores, and the keys
-/// transposed so that 16 scores take one FMA per dimension). The Swift twin
-/// (KernelVariant.attentionHead) computes the same.
+/// (head_size + 4) * padded floats, padded = length rounded up to 16 (the scores of 4 query rows,
+/// taken 4 at a time, and the keys transposed so that 16 scores take one FMA per dimension). The
+/// Swift twin (KernelVariant.attentionHead) computes the same.
 void shrink_attention_head_f32(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
                                float scale, float *scratch, float *out);
 
