@@ -159,7 +159,8 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
 #define TILE_AVX2(MR)                                                                                                                 \
     tile(w + panel * panel_bytes, four_bit, luts ? luts + panel * 16 : NULL, zero_points ? zero_points + panel * panel_floats : NULL, \
          multipliers ? multipliers + panel * panel_floats : NULL, blocks_per_wblock, h, kpad, scale_blocks,                          \
-         scale_table + panel * scale_floats, offsets + panel * panel_floats, xq + m * kpad, xscales + m * blocks, xsums + m * blocks,  \
+         scale_table + panel * scale_floats, offset_table ? offset_table + panel * panel_floats : NULL, xq + m * kpad,             \
+         xscales + m * blocks, xsums + m * blocks,                                                                                  \
          xisums + m * blocks, MR, y + m * ldy, ldy, panel * 16 + h * 8, n, bias)
 
 AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points,
@@ -180,6 +181,8 @@ AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uin
     // Integer-scaled: one weight block per row, scaled by the channel scales.
     const size_t scale_blocks = multipliers ? blocks : blocks_per_wblock, scale_floats = multipliers ? 16 : panel_floats;
     const float *scale_table = multipliers ? channel_scales : scales;
+    // Centered codes have no offset term (integer-scaled weights keep no offsets at all).
+    const float *offset_table = zero_points ? NULL : offsets;
     for (size_t panel = panel_begin; panel < panel_end; panel++) {
         for (int h = 0; h < 2 && panel * 16 + h * 8 < n; h++) {
             size_t m = 0;

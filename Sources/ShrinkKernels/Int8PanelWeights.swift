@@ -34,6 +34,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
     public let isExact: Bool
     let codes: UnsafeMutableBufferPointer<UInt8>
     let luts: UnsafeMutableBufferPointer<UInt8>?
+    /// Per panel and weight block, 16 scales and 16 offsets (one float each when integer-scaled:
+    /// those kernels do not read them).
     let scales: UnsafeMutableBufferPointer<Float>
     let offsets: UnsafeMutableBufferPointer<Float>
     /// For 4-bit affine codes whose offsets are `scale · z` with integer `z`: the `z`s, laid out
@@ -117,8 +119,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
         } else {
             luts = nil
         }
-        scales = .allocate(capacity: panels * weightBlocks * 16)
-        offsets = .allocate(capacity: panels * weightBlocks * 16)
+        var scales = UnsafeMutableBufferPointer<Float>.allocate(capacity: panels * weightBlocks * 16)
+        var offsets = UnsafeMutableBufferPointer<Float>.allocate(capacity: panels * weightBlocks * 16)
         scales.initialize(repeating: 0)
         offsets.initialize(repeating: 0)
         for row in 0..<rows {
@@ -134,6 +136,15 @@ public final class Int8PanelWeights: @unchecked Sendable {
         (multipliers, channelScales) = zeroPoints.flatMap { zeroPoints in
             matrix.integerScales.flatMap { Self.panelMultipliers($0, zeroPoints: zeroPoints, rows: rows, weightBlocks: weightBlocks) }
         } ?? (nil, nil)
+        if multipliers != nil {
+            // The integer-scaled form reads zero points, multipliers and channel scales only.
+            scales.deallocate()
+            offsets.deallocate()
+            (scales, offsets) = (.allocate(capacity: 1), .allocate(capacity: 1))
+            scales.initialize(repeating: 0)
+            offsets.initialize(repeating: 0)
+        }
+        (self.scales, self.offsets) = (scales, offsets)
     }
 
     /// Integer block scales laid out for the kernels, when every `(q − z) · m + 128` of 4-bit codes
