@@ -21,6 +21,12 @@ import ShrinkCore
 import ShrinkKernels
 import ShrinkTestSupport
 
+/// Says what is wrong with the command line on standard error and exits with status 2.
+func usageError(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("KernelBenchmark: \(message)\n".utf8))
+    exit(2)
+}
+
 var threadCounts = [1, 2]
 var shapes = [(384, 384), (1536, 384), (384, 1536), (4096, 4096)]
 var rowCounts = [1, 32]
@@ -37,12 +43,16 @@ while let flag = arguments.first {
     case "--threads": threadCounts = value.split(separator: ",").compactMap { Int($0) }
     case "--rows": rowCounts = value.split(separator: ",").compactMap { Int($0) }
     case "--activations": precisions = value.split(separator: ",").compactMap { ActivationPrecision(rawValue: String($0)) }
-    case "--rounds": rounds = Int(value) ?? rounds
-    case "--working-set": workingSetMiB = Int(value) ?? workingSetMiB
+    case "--rounds":
+        guard let count = Int(value), count >= 1 else { usageError("--rounds takes a positive whole number, not \(value)") }
+        rounds = count
+    case "--working-set":
+        guard let mebibytes = Int(value), mebibytes >= 0 else { usageError("--working-set takes MiB as a whole number ≥ 0, not \(value)") }
+        workingSetMiB = mebibytes
     case "--integer-kernels":
         integerVariants = value.split(separator: ",").map { name in
             guard let variant = IntegerKernelVariant(rawValue: String(name)), IntegerKernelVariant.available.contains(variant) else {
-                fatalError("\(name) is not an integer kernel this CPU runs: \(IntegerKernelVariant.available.map(\.rawValue))")
+                usageError("\(name) is not an integer kernel this CPU runs: \(IntegerKernelVariant.available.map(\.rawValue))")
             }
             return variant
         }
@@ -51,7 +61,7 @@ while let flag = arguments.first {
             let parts = item.split(separator: "x").compactMap { Int($0) }
             return parts.count == 2 ? (parts[0], parts[1]) : nil
         }
-    default: fatalError("unknown option \(flag)")
+    default: usageError("unknown option \(flag)")
     }
 }
 
