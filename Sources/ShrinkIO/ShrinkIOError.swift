@@ -21,6 +21,8 @@ public enum ShrinkIOError: Error, Equatable, CustomStringConvertible {
     case invalidEntry(path: String, tensor: String, reason: String)
     /// A tensor declares a dtype this format does not define.
     case unknownDType(path: String, tensor: String, dtype: String)
+    /// A GGUF tensor has a ggml type number Shrink does not read.
+    case unknownTensorType(path: String, tensor: String, type: UInt32)
     /// A tensor's shape has a negative, fractional or overflowing dimension.
     case invalidShape(path: String, tensor: String, reason: String)
     /// A tensor's byte range lies outside the data section (offsets relative to the data section).
@@ -64,6 +66,8 @@ public enum ShrinkIOError: Error, Equatable, CustomStringConvertible {
             "\(path): tensor '\(tensor)': \(reason)"
         case .unknownDType(let path, let tensor, let dtype):
             "\(path): tensor '\(tensor)': unknown dtype '\(dtype)' (expected one of \(DType.allCases.map(\.rawValue).joined(separator: ", ")))"
+        case .unknownTensorType(let path, let tensor, let type):
+            "\(path): tensor '\(tensor)': ggml type \(type) is not supported (expected one of \(GGMLType.allCases.map(\.name).joined(separator: ", ")))"
         case .invalidShape(let path, let tensor, let reason):
             "\(path): tensor '\(tensor)': invalid shape: \(reason)"
         case .offsetsOutOfBounds(let path, let tensor, let begin, let end, let dataSize):

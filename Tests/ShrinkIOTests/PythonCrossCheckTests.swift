@@ -43,10 +43,8 @@ import ShrinkTestSupport
         let expected = field("floats")?.arrayValue?.compactMap { $0.integerValue.map { Float(bitPattern: UInt32($0)) } } ?? []
         let actual = tensor.floats()
         #expect(expected.count == actual.count, "\(name) element count")
-        let mismatch = zip(actual, expected).enumerated().first { _, pair in
-            pair.0.isNaN != pair.1.isNaN || (!pair.0.isNaN && pair.0.bitPattern != pair.1.bitPattern)
-        }
-        #expect(mismatch == nil, "\(name): element \(mismatch?.offset ?? -1) is \(mismatch?.element.0 ?? 0), Python says \(mismatch?.element.1 ?? 0)")
+        let mismatch = firstBitMismatch(actual, expected)
+        #expect(mismatch == nil, "\(name): element \(mismatch?.offset ?? -1) is \(mismatch?.actual ?? 0), Python says \(mismatch?.expected ?? 0)")
     }
 
     @Test func filesWrittenByPythonLoadWithIdenticalValues() throws {

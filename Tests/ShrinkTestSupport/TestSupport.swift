@@ -34,3 +34,11 @@ public enum TestModels {
     /// The all-MiniLM-L6-v2 folder; fetched by `scripts/fetch-models.py`.
     public static var miniLM: String { cacheDirectory + "/all-MiniLM-L6-v2" }
 }
+
+/// The first element where two float arrays differ bit for bit (NaN matches any NaN), or nil.
+public func firstBitMismatch(_ actual: [Float], _ expected: [Float]) -> (offset: Int, actual: Float, expected: Float)? {
+    guard let found = zip(actual, expected).enumerated().first(where: { _, pair in
+        pair.0.isNaN != pair.1.isNaN || (!pair.0.isNaN && pair.0.bitPattern != pair.1.bitPattern)
+    }) else { return nil }
+    return (found.offset, found.element.0, found.element.1)
+}

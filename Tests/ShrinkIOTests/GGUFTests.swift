@@ -1,0 +1,89 @@
+import Foundation
+import Testing
+import ShrinkCore
+import ShrinkIO
+import ShrinkTestSupport
+
+/// GGUF files written by the `gguf` package (PyPI) read with the same metadata, and every ggml
+/// type decodes bit for bit as `gguf.quants.dequantize` decodes it; the real SmolLM2 file (written
+/// by llama.cpp's tools) too.
+@Suite struct GGUFCrossCheckTests {
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Python/gguf_crosscheck.py").path
+
+    static func runScript(_ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script] + arguments
+        let errors = Pipe()
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = errors
+        try process.run()
+        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw PythonCrossCheckTests.CrossCheckFailure(message: "python3 \(script) \(arguments[0]) failed (pip install gguf?): \(errorText)")
+        }
+    }
+
+    /// Every element of `tensor` decoded by Shrink equals the expected float bit for bit (NaN as NaN).
+    static func expectIdentical(_ name: String, _ actual: [Float], _ expected: DenseTensor, shape: [Int]) {
+        #expect(expected.shape == shape, "\(name): shape \(shape), Python \(expected.shape)")
+        let reference = expected.floats()
+        #expect(actual.count == reference.count, "\(name): element count")
+        let mismatch = firstBitMismatch(actual, reference)
+        #expect(mismatch == nil, "\(name): element \(mismatch?.offset ?? -1) is \(mismatch?.actual ?? 0), gguf.quants says \(mismatch?.expected ?? 0)")
+    }
+
+    @Test func everyTypeDecodesAsTheGGUFPackageDoes() throws {
+        let folder = TemporaryDirectory()
+        try Self.runScript(["write", folder.path])
+        let store = try GGUFStore(path: folder.file("synthetic.gguf"))
+        let expected = try SafetensorsFile(path: folder.file("expected.safetensors"))
+        #expect(store.file.version == 3)
+        #expect(store.file.alignment == 64)
+        #expect(Set(store.names) == Set(GGMLType.allCases.map { "tensor." + $0.name }))
+        for type in GGMLType.allCases {
+            let name = "tensor." + type.name
+            let tensor = try store.require(name)
+            #expect(tensor.storage == type.name || tensor.storage == type.denseDType?.rawValue, "\(name) storage \(tensor.storage)")
+            Self.expectIdentical(name, tensor.decodedFloats(), try expected.tensor(named: name), shape: tensor.shape)
+        }
+        let file = store.file
+        #expect(file.value("test.u8") == .uint8(200))
+        #expect(file.value("test.i8") == .int8(-100))
+        #expect(file.value("test.u16") == .uint16(60000))
+        #expect(file.value("test.i16") == .int16(-30000))
+        #expect(file.value("test.u32") == .uint32(4_000_000_000))
+        #expect(file.value("test.i32") == .int32(-2_000_000_000))
+        #expect(file.value("test.f32") == .float32(0.5))
+        #expect(file.value("test.bool") == .bool(true))
+        #expect(file.value("test.string") == .string("héllo ✓"))
+        #expect(file.value("test.u64") == .uint64(1 << 63 + 5))
+        #expect(file.value("test.i64") == .int64(-(1 << 62)))
+        #expect(file.value("test.f64") == .float64(1.25))
+        #expect(file.value("test.strings")?.arrayValue == [.string("a"), .string(""), .string("ü")])
+        #expect(file.value("test.ints")?.arrayValue?.compactMap(\.integerValue) == [1, -2, 3])
+        #expect(file.value("test.nested") == .array(elementType: 9, [.array(elementType: 5, [.int32(1), .int32(2)]), .array(elementType: 5, [.int32(3)])]))
+        #expect(store.metadata["general.architecture"] == "llama")
+    }
+
+    @Test func theSmolLM2FileDecodesAsTheGGUFPackageDoes() throws {
+        let path = TestModels.cacheDirectory + "/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+        let store = try GGUFStore(path: path)
+        #expect(store.names.count == 272)
+        #expect(store.metadata["general.architecture"] == "llama")
+        // The token embedding (Q8_0), one layer's every tensor (Q4_1 linears, F32 norms) and the last norm.
+        let names = ["token_embd.weight", "output_norm.weight"] + store.names.filter { $0.hasPrefix("blk.7.") }
+        let folder = TemporaryDirectory()
+        try Self.runScript(["decode", path, folder.file("expected.safetensors")] + names)
+        let expected = try SafetensorsFile(path: folder.file("expected.safetensors"))
+        var types = Set<String>()
+        for name in names {
+            let tensor = try store.require(name)
+            types.insert(tensor.storage)
+            Self.expectIdentical(name, tensor.decodedFloats(), try expected.tensor(named: name), shape: tensor.shape)
+        }
+        #expect(types == ["Q8_0", "Q4_1", "F32"])
+    }
+}
