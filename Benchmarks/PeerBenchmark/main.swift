@@ -50,15 +50,23 @@ let scratch = NSTemporaryDirectory() + "shrink-peer-benchmark-" + UUID().uuidStr
 try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
 defer { try? FileManager.default.removeItem(atPath: scratch) }
 
+/// The sentence encoder over the weights at `path`, built through its architecture adapter.
+func loadEncoder(_ path: String, threads: Int, activations: ActivationPrecision) throws -> any SentenceEmbeddingRuntime {
+    let (files, architecture) = try ModelArchitectures.open(weightsPath: path, configPath: modelFolder + "/config.json", folder: modelFolder)
+    guard let encoder = try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: threads, activations: activations))
+        as? any SentenceEmbeddingRuntime else { fatalError("\(path) is not a sentence encoder") }
+    return encoder
+}
+
 // Inputs, tokenized once and shared with the peer.
-let tokenizer = try WordPieceTokenizer(vocabularyFile: modelFolder + "/vocab.txt")
+let tokenizer = try loadEncoder(modelFolder + "/model.safetensors", threads: 1, activations: .float32)
 let referenceSentences = try String(contentsOf: fixtures.appendingPathComponent("sentences.txt"), encoding: .utf8)
     .split(separator: "\n").map(String.init)
-let referenceIDs = referenceSentences.map(tokenizer.encode)
+let referenceIDs = referenceSentences.map(tokenizer.tokenize)
 let latencyIDs = Array(referenceIDs.prefix(200))
 let stsRows = try String(contentsOf: root.appendingPathComponent("data/stsb/sts-test.csv"), encoding: .utf8)
     .split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false) }
-let throughputIDs = Array(stsRows.flatMap { [String($0[5]), String($0[6])] }.prefix(1024).map(tokenizer.encode).sorted { $0.count < $1.count })
+let throughputIDs = Array(stsRows.flatMap { [String($0[5]), String($0[6])] }.prefix(1024).map(tokenizer.tokenize).sorted { $0.count < $1.count })
 let batches = stride(from: 0, to: throughputIDs.count, by: 32).map { Array(throughputIDs[$0..<min($0 + 32, throughputIDs.count)]) }
 let workloadPath = scratch + "/workload.json"
 try JSONSerialization.data(withJSONObject: ["reference": referenceIDs.map { $0.map(Int.init) }, "latency": latencyIDs.map { $0.map(Int.init) },
@@ -130,17 +138,16 @@ for recipe in recipeNames {
         files.append(("Shrink " + recipe.replacingOccurrences(of: "minilm-", with: "") + (precision == .int8 ? "" : " (f32 act.)"), output, precision))
     }
 }
-let config = try BertConfig(path: modelFolder + "/config.json")
 
-// Load: memory-map the file and build the encoder (repacking every compressed layer), median of 5.
+// Load: memory-map the file, check it against the architecture's tensor table, build the encoder (repacking every
+// compressed layer) and its tokenizer, median of 5.
 print("")
 print("load (map + repack)                          ms")
 for (name, path, precision) in files {
     var times: [Double] = []
     for _ in 0..<5 {
         let start = DispatchTime.now().uptimeNanoseconds
-        _ = try BertEncoder(config: config, pooling: try SentencePooling(folder: modelFolder),
-                            source: try WeightSource(path: path, threads: 2, activations: precision))
+        _ = try loadEncoder(path, threads: 2, activations: precision)
         times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
     }
     print("  " + name.padding(toLength: 40, withPad: " ", startingAt: 0) + String(format: " %6.1f", times.sorted()[2]))
@@ -176,10 +183,7 @@ func cosines(_ embeddings: [[Float]]) -> (Double, Double) {
 var rows: [Row] = []
 for threads in [1, 2] {
     BLASLibrary.setThreadCount(threads)
-    let pooling = try SentencePooling(folder: modelFolder)
-    let encoders = try files.map {
-        ($0.0, try BertEncoder(config: config, pooling: pooling, source: try WeightSource(path: $0.1, threads: threads, activations: $0.2)))
-    }
+    let encoders = try files.map { ($0.0, try loadEncoder($0.1, threads: threads, activations: $0.2)) }
     let peerVariants = peer == nil ? [] : [("ONNX Runtime fp32", "fp32"), ("ONNX Runtime int8 (dynamic)", "int8")]
     var batch1 = [String: [Double]](), throughput = [String: [Double]]()
     // Warm-up.

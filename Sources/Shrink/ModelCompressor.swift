@@ -131,15 +131,16 @@ public enum ModelCompressor {
         guard let calibration = recipe.calibration else {
             throw CompressionError.invalidRecipe(file: recipe.file, keyPath: "calibration", reason: "calibrated methods need calibration data")
         }
-        guard let configPath = model.configPath else {
+        guard model.configPath != nil || (try? ModelFileFormat.detect(path: model.weightsPath)) == .gguf else {
             throw ShrinkIOError.cannotOpen(path: model.weightsPath, reason: "calibration runs the model, which needs its config.json next to the weights")
         }
         if let bad = weights.first(where: { !$0.hasSuffix(".weight") }) {
             throw CompressionError.invalidWeight(tensor: bad, reason: "only linear layers' weights can be calibrated")
         }
         let layers = Set(weights.map { String($0.dropLast(".weight".count)) })
-        return try BertCalibration.inputCorrelations(weights: model.weightsPath, folder: (configPath as NSString).deletingLastPathComponent,
-                                                     dataPath: calibration.path, limit: calibration.limit, layers: layers, threads: threads)
+        let (files, architecture) = try ModelArchitectures.open(weightsPath: model.weightsPath, configPath: model.configPath)
+        return try Calibration.inputCorrelations(files: files, architecture: architecture, dataPath: calibration.path,
+                                                 limit: calibration.limit, layers: layers, threads: threads)
     }
 
     /// Writes the dense model a compressed file represents: every encoded tensor decoded to its

@@ -11,7 +11,7 @@ enum EmbedCommand {
 
     static let spec = CommandSpec(
         name: "embed",
-        summary: "Embed sentences (one per line) with a BERT sentence encoder, dense or compressed.",
+        summary: "Embed sentences (one per line) with a sentence encoder, dense or compressed.",
         arguments: [],
         options: [
             OptionSpec(name: "--model", valueName: "path", help: "Model folder, weights file (plain or compressed) or known name (default: minilm)."),
@@ -37,10 +37,11 @@ enum EmbedCommand {
         let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
         let base = arguments.value("--base") ?? (location.configPath.map { ($0 as NSString).deletingLastPathComponent }
             ?? ModelRegistry.directory(of: ModelRegistry.defaultEntry))
-        let encoder = try BertEncoder(config: try BertConfig(path: base + "/config.json"), pooling: try SentencePooling(folder: base),
-                                      source: try WeightSource(path: location.weightsPath, threads: threads, activations: activations))
-        let tokenizer = try WordPieceTokenizer(vocabularyFile: base + "/vocab.txt", maximumLength: min(256, encoder.config.maxPositions))
-        try encoder.check(tokenizer, vocabularyFile: base + "/vocab.txt")
+        let (files, architecture) = try ModelArchitectures.open(weightsPath: location.weightsPath, configPath: base + "/config.json", folder: base)
+        let runtime = try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: threads, activations: activations))
+        guard let encoder = runtime as? any SentenceEmbeddingRuntime else {
+            throw ModelError.wrongCapability(architecture: type(of: architecture).name, needed: "sentence embeddings")
+        }
         guard let data = FileManager.default.contents(atPath: input) else {
             throw ShrinkIOError.cannotOpen(path: input, reason: "cannot read the input")
         }
@@ -48,8 +49,8 @@ enum EmbedCommand {
         // "\r\n" is one Character in Swift, so both line endings are separators here.
         var lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }).map(String.init)
         if lines.last == "" { lines.removeLast() }
-        let ids = lines.map(tokenizer.encode)
-        let hidden = encoder.config.hiddenSize
+        let ids = lines.map(encoder.tokenize)
+        let hidden = encoder.dimension
         var embeddings = [Float](repeating: 0, count: ids.count * hidden)
         let start = Date()
         embeddings.withUnsafeMutableBufferPointer { output in
@@ -60,7 +61,7 @@ enum EmbedCommand {
             }
         }
         let seconds = Date().timeIntervalSince(start)
-        try SafetensorsWriter.write([("embeddings", try DenseTensor(converting: embeddings, shape: [ids.count, encoder.config.hiddenSize]))],
+        try SafetensorsWriter.write([("embeddings", try DenseTensor(converting: embeddings, shape: [ids.count, hidden]))],
                                     metadata: ["model": location.weightsPath], to: output)
         console.print("Wrote \(ids.count) embeddings to \(output) (\(TextTable.fixed(Double(ids.count) / max(seconds, 1e-9), digits: 1)) sentences/s)")
         return 0

@@ -30,12 +30,16 @@ public struct TensorRole: Sendable, Equatable {
     /// The layer: the name up to a block index (`encoder.layer.0`, `model.layers.3`, `blk.5`), or the
     /// op's parent for tensors outside numbered blocks (`embeddings`, `pooler`).
     public let layer: String
+    /// The op type the model's architecture names it by (`attention.q`, `mlp.down`…), when the
+    /// architecture is known.
+    public let kind: String?
 
-    public init(name: String, op: String, opType: OpType, layer: String) {
+    public init(name: String, op: String, opType: OpType, layer: String, kind: String? = nil) {
         self.name = name
         self.op = op
         self.opType = opType
         self.layer = layer
+        self.kind = kind
     }
 }
 

@@ -31,11 +31,12 @@ public struct STSTask: EvaluationTask {
     }
 
     public func load(weights: String, threads: Int) throws -> any TaskModel {
-        let encoder = try BertEncoder(config: try BertConfig(path: base + "/config.json"), pooling: try SentencePooling(folder: base),
-                                      source: try WeightSource(path: weights, threads: threads))
-        let tokenizer = try WordPieceTokenizer(vocabularyFile: base + "/vocab.txt", maximumLength: min(256, encoder.config.maxPositions))
-        try encoder.check(tokenizer, vocabularyFile: base + "/vocab.txt")
-        return STSModel(task: self, encoder: encoder, tokenizer: tokenizer)
+        let (files, architecture) = try ModelArchitectures.open(weightsPath: weights, configPath: base + "/config.json", folder: base)
+        let runtime = try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: threads))
+        guard let encoder = runtime as? any SentenceEmbeddingRuntime else {
+            throw ModelError.wrongCapability(architecture: type(of: architecture).name, needed: "sentence embeddings (task stsb)")
+        }
+        return STSModel(task: self, encoder: encoder)
     }
 
     public func drift(_ outputs: TaskEvaluation, baseline: TaskEvaluation) -> [String: Double] {
@@ -57,16 +58,16 @@ public struct STSTask: EvaluationTask {
 /// An encoder loaded for STS-B, with the task's inputs tokenized once.
 final class STSModel: TaskModel {
     let task: STSTask
-    let encoder: BertEncoder
+    let encoder: any SentenceEmbeddingRuntime
     /// Both sides of every pair, in pair order.
     let sentences: [[Int32]]
     let latencyInputs: [[Int32]]
     let throughputBatches: [[[Int32]]]
 
-    init(task: STSTask, encoder: BertEncoder, tokenizer: WordPieceTokenizer) {
+    init(task: STSTask, encoder: any SentenceEmbeddingRuntime) {
         self.task = task
         self.encoder = encoder
-        sentences = task.pairs.flatMap { [tokenizer.encode($0.first), tokenizer.encode($0.second)] }
+        sentences = task.pairs.flatMap { [encoder.tokenize($0.first), encoder.tokenize($0.second)] }
         latencyInputs = Array(sentences.prefix(task.latencySentences))
         let sorted = Array(sentences.prefix(task.throughputSentences)).sorted { $0.count < $1.count }
         throughputBatches = stride(from: 0, to: sorted.count, by: 32).map { Array(sorted[$0..<min($0 + 32, sorted.count)]) }

@@ -10,22 +10,31 @@ public struct BertConfig: Sendable, Equatable {
     public var maxPositions: Int
     public var layerNormEpsilon: Float
 
-    public init(hiddenSize: Int, layers: Int, heads: Int, intermediateSize: Int, maxPositions: Int, layerNormEpsilon: Float) {
+    /// Rows of the word embedding table.
+    public var vocabularySize: Int
+    /// Rows of the token-type embedding table.
+    public var typeVocabularySize: Int
+
+    public init(hiddenSize: Int, layers: Int, heads: Int, intermediateSize: Int, maxPositions: Int, layerNormEpsilon: Float,
+                vocabularySize: Int = 30522, typeVocabularySize: Int = 2) {
         self.hiddenSize = hiddenSize
         self.layers = layers
         self.heads = heads
         self.intermediateSize = intermediateSize
         self.maxPositions = maxPositions
         self.layerNormEpsilon = layerNormEpsilon
+        self.vocabularySize = vocabularySize
+        self.typeVocabularySize = typeVocabularySize
     }
 
-    /// Reads `config.json`; every key is required and checked.
+    /// Reads `config.json`.
     public init(path: String) throws(ModelError) {
-        guard let data = FileManager.default.contents(atPath: path) else { throw .invalidFile(path: path, reason: "cannot read") }
-        let root: JSONValue
-        do { root = try data.withUnsafeBytes { bytes in Result { () throws(JSONParseError) in try JSONValue.parse(bytes) } }.get() } catch {
-            throw .invalidFile(path: path, reason: "invalid JSON: \(error)")
-        }
+        guard case .huggingFace(_, let root) = try ModelConfiguration.huggingFace(path: path) else { preconditionFailure() }
+        try self.init(json: root, path: path)
+    }
+
+    /// Decodes a parsed `config.json` (`path` names it in errors); every size is required and checked.
+    public init(json root: JSONValue, path: String) throws(ModelError) {
         let pairs = root.objectValue ?? []
         func integer(_ key: String) throws(ModelError) -> Int {
             guard let value = pairs.first(where: { $0.key == key })?.value.integerValue, value > 0 else {
@@ -42,7 +51,8 @@ public struct BertConfig: Sendable, Equatable {
         self.init(hiddenSize: try integer("hidden_size"), layers: try integer("num_hidden_layers"),
                   heads: try integer("num_attention_heads"), intermediateSize: try integer("intermediate_size"),
                   maxPositions: try integer("max_position_embeddings"),
-                  layerNormEpsilon: Float(pairs.first { $0.key == "layer_norm_eps" }?.value.doubleValue ?? 1e-12))
+                  layerNormEpsilon: Float(pairs.first { $0.key == "layer_norm_eps" }?.value.doubleValue ?? 1e-12),
+                  vocabularySize: try integer("vocab_size"), typeVocabularySize: try integer("type_vocab_size"))
         guard hiddenSize % heads == 0 else { throw .invalidFile(path: path, reason: "hidden_size is not a multiple of num_attention_heads") }
     }
 }

@@ -53,32 +53,25 @@ public final class InputCorrelationRecorder: LinearInputObserver, @unchecked Sen
     public var recorded: [String: InputCorrelation] { lock.withLock { correlations } }
 }
 
-/// Runs calibration text through a BERT encoder and returns the input correlations of its
-/// linear layers.
-public enum BertCalibration {
-    /// The correlations of `layers` (op names) over the first `limit` lines of `dataPath`, run in
-    /// batches of 32 through the model at `weights` (config and vocabulary in `folder`).
-    /// Layers the encoder does not run (a pooler that sentence embeddings skip) are absent from the result.
-    /// - Throws: `ModelError` for a model the encoder cannot load, `.invalidFile` for unreadable
-    ///   or empty calibration text.
-    public static func inputCorrelations(weights: String, folder: String, dataPath: String, limit: Int, layers: Set<String>,
-                                         threads: Int) throws -> [String: InputCorrelation] {
+/// Runs calibration text through any architecture's runtime and records the input correlations
+/// of its linear layers.
+public enum Calibration {
+    /// The correlations of `layers` (op names) over the first `limit` non-blank lines of
+    /// `dataPath`, run through the model in `files` with fp32 activations. Layers the runtime does
+    /// not run (a pooler that sentence embeddings skip) are absent from the result.
+    /// - Throws: `ModelError` for a model that cannot be built, `.invalidFile` for unreadable or
+    ///   empty calibration text.
+    public static func inputCorrelations(files: ModelFiles, architecture: any ModelArchitecture, dataPath: String, limit: Int,
+                                         layers: Set<String>, threads: Int) throws -> [String: InputCorrelation] {
         let recorder = InputCorrelationRecorder(layers: layers)
-        let source = try WeightSource(path: weights, threads: threads, activations: .float32, observer: recorder)
-        let encoder = try BertEncoder(config: try BertConfig(path: folder + "/config.json"), pooling: try SentencePooling(folder: folder),
-                                      source: source)
-        let tokenizer = try WordPieceTokenizer(vocabularyFile: folder + "/vocab.txt", maximumLength: min(256, encoder.config.maxPositions))
-        try encoder.check(tokenizer, vocabularyFile: folder + "/vocab.txt")
+        let runtime = try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: threads, activations: .float32, observer: recorder))
         guard let data = FileManager.default.contents(atPath: dataPath), let text = String(data: data, encoding: .utf8) else {
             throw ModelError.invalidFile(path: dataPath, reason: "cannot read the calibration data as UTF-8 text")
         }
         let lines = text.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" }).map(String.init)
             .filter { !$0.allSatisfy(\.isWhitespace) }.prefix(limit)
         guard !lines.isEmpty else { throw ModelError.invalidFile(path: dataPath, reason: "holds no calibration lines") }
-        let ids = lines.map(tokenizer.encode)
-        for start in stride(from: 0, to: ids.count, by: 32) {
-            _ = encoder.embed(Array(ids[start..<min(start + 32, ids.count)]))
-        }
+        try runtime.run(calibrationTexts: Array(lines))
         return recorder.recorded
     }
 }

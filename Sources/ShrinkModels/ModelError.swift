@@ -4,11 +4,17 @@ public enum ModelError: Error, Equatable, CustomStringConvertible {
     case invalidFile(path: String, reason: String)
     /// A weight the architecture needs is missing or has the wrong shape.
     case invalidWeight(tensor: String, reason: String)
+    /// The architecture is known (its configuration and tensors are read) but cannot run here.
+    case notRunnable(architecture: String, reason: String)
+    /// A model's runtime lacks what a task needs (a decoder asked for sentence embeddings).
+    case wrongCapability(architecture: String, needed: String)
 
     public var description: String {
         switch self {
         case .invalidFile(let path, let reason): "\(path): \(reason)"
         case .invalidWeight(let tensor, let reason): "tensor '\(tensor)': \(reason)"
+        case .notRunnable(let architecture, let reason): "\(architecture) models cannot run: \(reason)"
+        case .wrongCapability(let architecture, let needed): "a \(architecture) model does not provide \(needed)"
         }
     }
 }

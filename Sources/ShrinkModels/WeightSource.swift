@@ -47,14 +47,12 @@ public struct EmbeddingTable: Sendable {
     }
 }
 
-/// The weights of a model file (plain or compressed safetensors), handed out as the runtime
-/// pieces that execute them: dense fp32 weights through BLAS, encoded weights through their
-/// kernels, without decoding whole encoded tensors.
+/// The weights of a model (any `TensorStore`), handed out as the runtime pieces that execute
+/// them: dense fp32 weights through BLAS, encoded weights through their kernels, without decoding
+/// whole encoded tensors.
 public final class WeightSource: @unchecked Sendable {
-    public let path: String
-    let model: CompressedModel
-    let dense: [String: DenseTensor]
-    let encoded: [String: EncodedTensor]
+    public let store: any TensorStore
+    public var path: String { store.path }
 
     /// Threads each encoded linear layer splits its output rows over.
     public let threads: Int
@@ -68,27 +66,47 @@ public final class WeightSource: @unchecked Sendable {
     /// Sees the inputs of every linear layer built from this source (calibration).
     let observer: (any LinearInputObserver)?
 
-    /// Opens `path` (memory-mapped); encoded layers will use `threads` threads and compute in
-    /// `activations` precision; everything runs `kernels` and `integerKernels` (default: the
-    /// fastest this CPU runs); `observer`, if any, sees every linear layer's inputs.
-    public init(path: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount, activations: ActivationPrecision = .int8,
-                kernels: KernelVariant = .best, integerKernels: IntegerKernelVariant = .best,
-                observer: (any LinearInputObserver)? = nil) throws {
-        self.path = path
-        self.observer = observer
-        self.threads = threads
-        self.activations = activations
-        self.kernels = kernels
-        self.integerKernels = integerKernels
-        model = try CompressedModel(file: try SafetensorsFile(path: path))
-        dense = Dictionary(uniqueKeysWithValues: model.denseTensors.map { ($0.name, $0.tensor) })
-        encoded = Dictionary(uniqueKeysWithValues: model.encodedTensors.map { ($0.name, $0) })
+    /// Serves the tensors of `store`; encoded layers will use `options.threads` threads and compute
+    /// in `options.activations` precision; `options.observer`, if any, sees every linear layer's inputs.
+    public init(store: any TensorStore, options: RuntimeOptions) {
+        self.store = store
+        observer = options.observer
+        threads = options.threads
+        activations = options.activations
+        kernels = options.kernels
+        integerKernels = options.integerKernels
+    }
+
+    /// Opens `path` (any format `TensorStores.open` reads, memory-mapped) with the given options
+    /// (default: all cores, int8 activations, the fastest kernels this CPU runs).
+    public convenience init(path: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount, activations: ActivationPrecision = .int8,
+                            kernels: KernelVariant = .best, integerKernels: IntegerKernelVariant = .best,
+                            observer: (any LinearInputObserver)? = nil) throws {
+        self.init(store: try TensorStores.open(path: path),
+                  options: RuntimeOptions(threads: threads, activations: activations, kernels: kernels, integerKernels: integerKernels, observer: observer))
+    }
+
+    /// The dense tensor `name`, nil when absent; an encoded one is an error naming it.
+    func denseTensor(_ name: String) throws(ModelError) -> DenseTensor? {
+        switch store.tensor(named: name) {
+        case nil: return nil
+        case .dense(let tensor): return tensor
+        case .encoded: throw .invalidWeight(tensor: name, reason: "must not be compressed")
+        case .ggml(let tensor): throw .invalidWeight(tensor: name, reason: "is stored as \(tensor.type.name), which this runtime does not execute")
+        }
+    }
+
+    /// The encoded tensor `name`, nil when absent or dense.
+    func encodedTensor(_ name: String) throws(ModelError) -> EncodedTensor? {
+        switch store.tensor(named: name) {
+        case .encoded(let tensor): return tensor
+        case .ggml(let tensor): throw .invalidWeight(tensor: name, reason: "is stored as \(tensor.type.name), which this runtime does not execute")
+        default: return nil
+        }
     }
 
     func floats(_ name: String, shape: [Int]) throws(ModelError) -> [Float] {
-        guard let tensor = dense[name] else {
-            throw .invalidWeight(tensor: name, reason: encoded[name] == nil ? "missing from \(path)" : "must not be compressed")
-        }
+        guard let tensor = try denseTensor(name) else { throw .invalidWeight(tensor: name, reason: "missing from \(path)") }
         guard tensor.shape == shape, tensor.dtype.isFloatingPoint else {
             throw .invalidWeight(tensor: name, reason: "is \(tensor.dtype.rawValue) \(Shape.describe(tensor.shape)), expected a float \(Shape.describe(shape))")
         }
@@ -112,12 +130,12 @@ public final class WeightSource: @unchecked Sendable {
     }
 
     func plainLinear(_ name: String, out: Int, in inputs: Int) throws(ModelError) -> any LinearOperator {
-        let bias = dense[name + ".bias"] == nil ? nil : try floats(name + ".bias", shape: [out])
-        if let weight = encoded[name + ".weight"] {
+        let bias = try denseTensor(name + ".bias") == nil ? nil : try floats(name + ".bias", shape: [out])
+        if let weight = try encodedTensor(name + ".weight") {
             try checkShape(weight, [out, inputs])
             return activations.linear(weight: weight, bias: bias, threads: threads, kernels: kernels, integerKernels: integerKernels)
         }
-        if let tensor = dense[name + ".weight"], tensor.dtype == .f16 || tensor.dtype == .bf16 {
+        if let tensor = try denseTensor(name + ".weight"), tensor.dtype == .f16 || tensor.dtype == .bf16 {
             return try halfPrecisionLinear(name + ".weight", tensor, out: out, in: inputs, bias: bias)
         }
         return DenseLinear(weights: try floats(name + ".weight", shape: [out, inputs]), bias: bias, outFeatures: out, inFeatures: inputs,
@@ -147,13 +165,13 @@ public final class WeightSource: @unchecked Sendable {
 
     /// The embedding table `name` with `columns` columns.
     func embedding(_ name: String, columns: Int) throws(ModelError) -> EmbeddingTable {
-        if let table = encoded[name] {
+        if let table = try encodedTensor(name) {
             guard table.shape.count == 2, table.shape[1] == columns else {
                 throw .invalidWeight(tensor: name, reason: "has shape \(Shape.describe(table.shape)), expected [rows, \(columns)]")
             }
             return EmbeddingTable(encoded: table, kernels: kernels)
         }
-        guard let tensor = dense[name], tensor.shape.count == 2 else { throw .invalidWeight(tensor: name, reason: "missing from \(path)") }
+        guard let tensor = try denseTensor(name), tensor.shape.count == 2 else { throw .invalidWeight(tensor: name, reason: "missing from \(path)") }
         return EmbeddingTable(dense: try floats(name, shape: [tensor.shape[0], columns]), rows: tensor.shape[0], columns: columns)
     }
 

@@ -1,0 +1,183 @@
+import ShrinkCore
+import ShrinkIO
+
+/// The hyper-parameters of a Llama-family decoder (Llama, SmolLM, Qwen3), from GGUF metadata
+/// (`<arch>.block_count`, …) or a Hugging Face `config.json` (`num_hidden_layers`, …).
+public struct LlamaConfig: Sendable, Equatable {
+    public var hiddenSize: Int
+    public var layers: Int
+    public var heads: Int
+    public var keyValueHeads: Int
+    /// Floats per attention head (`<arch>.attention.key_length`, `head_dim`; default hidden / heads).
+    public var headDimension: Int
+    public var intermediateSize: Int
+    public var vocabularySize: Int
+    public var contextLength: Int
+    public var rmsNormEpsilon: Float
+    public var ropeTheta: Float
+    /// Whether tensors carry GGUF names (`blk.0.attn_q.weight`) or Hugging Face ones
+    /// (`model.layers.0.self_attn.q_proj.weight`).
+    public var ggufNames: Bool
+
+    /// Decodes the configuration of architecture `architecture` (`llama`, `qwen3`).
+    /// - Throws: `ModelError.invalidFile` naming the file and the key that is missing or out of range.
+    public init(configuration: ModelConfiguration, architecture: String) throws(ModelError) {
+        let reader: ConfigNumbers
+        switch configuration {
+        case .gguf(let file):
+            reader = ConfigNumbers(path: file.path, prefix: architecture + ".") { key in
+                file.value(key).map { ($0.integerValue, $0.doubleValue, $0.summary) }
+            }
+        case .huggingFace(let path, let root):
+            let pairs = root.objectValue ?? []
+            reader = ConfigNumbers(path: path, prefix: "") { key in
+                guard let value = pairs.first(where: { $0.key == key })?.value, value != .null else { return nil }
+                return (value.integerValue, value.doubleValue, value.kindName)
+            }
+        }
+        let gguf = reader.prefix != ""
+        ggufNames = gguf
+        func key(_ ggufKey: String, _ huggingFaceKey: String) -> String { gguf ? ggufKey : huggingFaceKey }
+        hiddenSize = try reader.integer(key("embedding_length", "hidden_size"))
+        layers = try reader.integer(key("block_count", "num_hidden_layers"))
+        heads = try reader.integer(key("attention.head_count", "num_attention_heads"))
+        keyValueHeads = try reader.integer(key("attention.head_count_kv", "num_key_value_heads"), default: heads)
+        headDimension = try reader.integer(key("attention.key_length", "head_dim"), default: hiddenSize / heads)
+        intermediateSize = try reader.integer(key("feed_forward_length", "intermediate_size"))
+        var counted: Int?
+        if case .gguf(let file) = configuration {
+            counted = file.value("tokenizer.ggml.tokens")?.arrayValue?.count ?? file.tensor(named: "token_embd.weight")?.shape.first
+        }
+        vocabularySize = try reader.integer("vocab_size", default: counted)
+        contextLength = try reader.integer(key("context_length", "max_position_embeddings"), default: 2048)
+        rmsNormEpsilon = try reader.real(key("attention.layer_norm_rms_epsilon", "rms_norm_eps"), default: gguf ? 1e-5 : 1e-6)
+        ropeTheta = try reader.real(key("rope.freq_base", "rope_theta"), default: 10000)
+        guard heads % keyValueHeads == 0 else {
+            throw .invalidFile(path: configuration.path, reason: "\(heads) attention heads are not a multiple of \(keyValueHeads) key/value heads")
+        }
+    }
+}
+
+/// Positive numbers read from a configuration by key (`prefix` + key), with defaults.
+struct ConfigNumbers {
+    let path: String
+    let prefix: String
+    /// The value of a full key as (integer, real, a description for errors), nil when absent.
+    let lookup: (String) -> (integer: Int?, real: Double?, shown: String)?
+
+    func integer(_ key: String, default fallback: Int? = nil) throws(ModelError) -> Int {
+        guard let value = lookup(prefix + key) else {
+            guard let fallback else { throw .invalidFile(path: path, reason: "\(prefix + key) is missing") }
+            return fallback
+        }
+        guard let number = value.integer, number > 0 else {
+            throw .invalidFile(path: path, reason: "\(prefix + key) must be a positive integer, found \(value.shown)")
+        }
+        return number
+    }
+
+    func real(_ key: String, default fallback: Double) throws(ModelError) -> Float {
+        guard let value = lookup(prefix + key) else { return Float(fallback) }
+        guard let number = value.real, number > 0, number.isFinite else {
+            throw .invalidFile(path: path, reason: "\(prefix + key) must be a positive number, found \(value.shown)")
+        }
+        return Float(number)
+    }
+}
+
+/// Tensor naming and table of the Llama family; `perHeadNorms` adds Qwen3's RMSNorm of each
+/// query and key head.
+struct LlamaTensorTable {
+    let config: LlamaConfig
+    let perHeadNorms: Bool
+
+    static let opTypes = ["embedding", "output", "norm", "norm.attention_head", "attention.q", "attention.k", "attention.v",
+                          "attention.output", "mlp.gate", "mlp.up", "mlp.down", "buffer"]
+
+    /// (GGUF name, Hugging Face name) of each per-layer op.
+    static let layerOps: [(gguf: String, huggingFace: String)] = [
+        ("attn_norm", "input_layernorm"), ("attn_q", "self_attn.q_proj"), ("attn_k", "self_attn.k_proj"), ("attn_v", "self_attn.v_proj"),
+        ("attn_output", "self_attn.o_proj"), ("ffn_norm", "post_attention_layernorm"), ("ffn_gate", "mlp.gate_proj"),
+        ("ffn_up", "mlp.up_proj"), ("ffn_down", "mlp.down_proj"), ("attn_q_norm", "self_attn.q_norm"), ("attn_k_norm", "self_attn.k_norm"),
+    ]
+
+    func op(_ layer: Int, _ index: Int) -> String {
+        let names = Self.layerOps[index]
+        return config.ggufNames ? "blk.\(layer).\(names.gguf)" : "model.layers.\(layer).\(names.huggingFace)"
+    }
+
+    var linearOpIndices: [Int] { [1, 2, 3, 4, 6, 7, 8] }
+
+    var tensors: [ArchitectureTensor] {
+        let c = config
+        let hidden = c.hiddenSize, queries = c.heads * c.headDimension, keys = c.keyValueHeads * c.headDimension
+        let global: (embedding: String, norm: String, output: String) = c.ggufNames
+            ? ("token_embd.weight", "output_norm.weight", "output.weight")
+            : ("model.embed_tokens.weight", "model.norm.weight", "lm_head.weight")
+        var table = [ArchitectureTensor(name: global.embedding, shape: [c.vocabularySize, hidden], opType: "embedding", layer: nil)]
+        let shapes: [(shape: [Int], opType: String)] = [
+            ([hidden], "norm"), ([queries, hidden], "attention.q"), ([keys, hidden], "attention.k"), ([keys, hidden], "attention.v"),
+            ([hidden, queries], "attention.output"), ([hidden], "norm"), ([c.intermediateSize, hidden], "mlp.gate"),
+            ([c.intermediateSize, hidden], "mlp.up"), ([hidden, c.intermediateSize], "mlp.down"),
+            ([c.headDimension], "norm.attention_head"), ([c.headDimension], "norm.attention_head"),
+        ]
+        for layer in 0..<c.layers {
+            for (index, entry) in shapes.enumerated() where index < 9 || perHeadNorms {
+                table.append(ArchitectureTensor(name: op(layer, index) + ".weight", shape: entry.shape, opType: entry.opType, layer: layer))
+            }
+        }
+        table.append(ArchitectureTensor(name: global.norm, shape: [hidden], opType: "norm", layer: nil))
+        table.append(ArchitectureTensor(name: global.output, shape: [c.vocabularySize, hidden], opType: "output", layer: nil, required: false))
+        if c.ggufNames {
+            table.append(ArchitectureTensor(name: "rope_freqs.weight", shape: [c.headDimension / 2], opType: "buffer", layer: nil, required: false))
+        }
+        return table
+    }
+
+    var observationPoints: [String] {
+        (0..<config.layers).flatMap { layer in linearOpIndices.map { op(layer, $0) } }
+    }
+}
+
+/// The Llama family: one layout, named per architecture; adapters differ in their registry name
+/// and in whether each query and key head has its own RMSNorm.
+public protocol LlamaFamilyArchitecture: ModelArchitecture {
+    /// Qwen3's RMSNorm of each query and key head before rotary positions.
+    static var perHeadNorms: Bool { get }
+    var config: LlamaConfig { get }
+}
+
+extension LlamaFamilyArchitecture {
+    public static var opTypes: [String] { LlamaTensorTable.opTypes }
+    var table: LlamaTensorTable { LlamaTensorTable(config: config, perHeadNorms: Self.perHeadNorms) }
+    public var tensorTable: [ArchitectureTensor] { table.tensors }
+    public var observationPoints: [String] { table.observationPoints }
+
+    public func makeRuntime(files: ModelFiles, options: RuntimeOptions) throws -> any ModelRuntime {
+        try validate(files.store)
+        throw ModelError.notRunnable(architecture: Self.name, reason: "the decoder runtime is not built yet (language models, part 2)")
+    }
+}
+
+/// Llama (and SmolLM2, which is a Llama): RMSNorm, rotary positions, grouped-query attention,
+/// SwiGLU feed-forward, output projection tied to the token embedding when `output.weight` is absent.
+public struct LlamaArchitecture: LlamaFamilyArchitecture {
+    public static let name = "llama"
+    public static let perHeadNorms = false
+    public let config: LlamaConfig
+
+    public init(configuration: ModelConfiguration) throws(ModelError) {
+        config = try LlamaConfig(configuration: configuration, architecture: Self.name)
+    }
+}
+
+/// Qwen3: the Llama layout plus an RMSNorm over each query and key head before rotary positions.
+public struct Qwen3Architecture: LlamaFamilyArchitecture {
+    public static let name = "qwen3"
+    public static let perHeadNorms = true
+    public let config: LlamaConfig
+
+    public init(configuration: ModelConfiguration) throws(ModelError) {
+        config = try LlamaConfig(configuration: configuration, architecture: Self.name)
+    }
+}

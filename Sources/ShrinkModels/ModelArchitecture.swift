@@ -1,0 +1,216 @@
+import Foundation
+import ShrinkCore
+import ShrinkIO
+import ShrinkKernels
+
+/// Where an architecture reads its hyper-parameters: a Hugging Face `config.json` or a GGUF
+/// file's metadata.
+public enum ModelConfiguration: Sendable {
+    case huggingFace(path: String, JSONValue)
+    case gguf(GGUFFile)
+
+    /// The file the configuration came from (for error messages).
+    public var path: String {
+        switch self {
+        case .huggingFace(let path, _): path
+        case .gguf(let file): file.path
+        }
+    }
+
+    /// The architecture it names: `model_type`, or GGUF's `general.architecture`.
+    public var architectureName: String? {
+        switch self {
+        case .huggingFace(_, let root): root.objectValue?.first { $0.key == "model_type" }?.value.stringValue
+        case .gguf(let file): file.value("general.architecture")?.stringValue
+        }
+    }
+
+    /// Reads `config.json` at `path`.
+    public static func huggingFace(path: String) throws(ModelError) -> ModelConfiguration {
+        guard let data = FileManager.default.contents(atPath: path) else { throw .invalidFile(path: path, reason: "cannot read") }
+        do {
+            let root = try data.withUnsafeBytes { bytes in Result { () throws(JSONParseError) in try JSONValue.parse(bytes) } }.get()
+            guard root.objectValue != nil else { throw ModelError.invalidFile(path: path, reason: "expected a JSON object") }
+            return .huggingFace(path: path, root)
+        } catch let error as ModelError {
+            throw error
+        } catch {
+            throw .invalidFile(path: path, reason: "invalid JSON: \(error)")
+        }
+    }
+}
+
+/// One tensor an architecture reads (or knows and leaves alone).
+public struct ArchitectureTensor: Sendable, Equatable {
+    /// The name as stored.
+    public let name: String
+    /// The expected logical shape, row-major (a linear weight is `[out, in]`).
+    public let shape: [Int]
+    /// The op type recipes name it by (`attention.q`, `mlp.down`, `embedding`, `norm`, `output`…).
+    public let opType: String
+    /// The block index, nil outside the repeated blocks.
+    public let layer: Int?
+    /// Whether a model must have it (biases of some variants, a pooler the runtime skips, a tied
+    /// output projection are optional).
+    public let required: Bool
+
+    public init(name: String, shape: [Int], opType: String, layer: Int?, required: Bool = true) {
+        self.name = name
+        self.shape = shape
+        self.opType = opType
+        self.layer = layer
+        self.required = required
+    }
+}
+
+/// How a runtime built from an architecture computes.
+public struct RuntimeOptions: Sendable {
+    /// Threads each layer splits its work over.
+    public var threads: Int
+    /// The precision compressed linear layers compute in.
+    public var activations: ActivationPrecision
+    public var kernels: KernelVariant
+    public var integerKernels: IntegerKernelVariant
+    /// Sees the inputs of every linear layer the runtime runs (calibration).
+    public var observer: (any LinearInputObserver)?
+
+    public init(threads: Int = ProcessInfo.processInfo.activeProcessorCount, activations: ActivationPrecision = .int8,
+                kernels: KernelVariant = .best, integerKernels: IntegerKernelVariant = .best, observer: (any LinearInputObserver)? = nil) {
+        self.threads = threads
+        self.activations = activations
+        self.kernels = kernels
+        self.integerKernels = integerKernels
+        self.observer = observer
+    }
+}
+
+/// The files a model is made of: its tensors, its configuration, and the folder that holds
+/// side files (a vocabulary, a pooling config) when there is one.
+public struct ModelFiles: Sendable {
+    public let store: any TensorStore
+    public let configuration: ModelConfiguration
+    public let folder: String?
+
+    public init(store: any TensorStore, configuration: ModelConfiguration, folder: String?) {
+        self.store = store
+        self.configuration = configuration
+        self.folder = folder
+    }
+}
+
+/// A model ready to run, whatever its architecture. Capabilities are protocols that refine this
+/// one (`SentenceEmbeddingRuntime`); a task asks for the one it needs.
+public protocol ModelRuntime: AnyObject, Sendable {
+    /// Runs every text through the model once (what calibration observes); texts that the
+    /// tokenizer makes longer than the model takes are cut to its longest input.
+    func run(calibrationTexts texts: [String]) throws
+}
+
+/// An architecture: one adapter that reads its configuration, names every tensor it expects with
+/// its op type, builds its runtime over any `TensorStore`, and says where calibration observes.
+/// Nothing else in the pipeline names a model.
+public protocol ModelArchitecture: Sendable {
+    /// The registry key (`bert`, `llama`, `qwen3`).
+    static var name: String { get }
+    /// Every op type its tensors can have (what recipes may name under `op_type`).
+    static var opTypes: [String] { get }
+    /// Decodes and validates the hyper-parameters.
+    /// - Throws: `ModelError.invalidFile` naming the file and key.
+    init(configuration: ModelConfiguration) throws(ModelError)
+    /// Every tensor the architecture knows, in a stable order.
+    var tensorTable: [ArchitectureTensor] { get }
+    /// The linear ops (names without `.weight`) whose inputs calibration records.
+    var observationPoints: [String] { get }
+    /// Builds the runtime over `files` (checked against `tensorTable` first).
+    func makeRuntime(files: ModelFiles, options: RuntimeOptions) throws -> any ModelRuntime
+}
+
+extension ModelArchitecture {
+    /// Checks `store` against the tensor table: every required tensor present, none unknown,
+    /// every shape as expected.
+    /// - Throws: `ModelError.invalidWeight` naming the first tensor at fault and the file.
+    public func validate(_ store: any TensorStore) throws(ModelError) {
+        let table = Dictionary(uniqueKeysWithValues: tensorTable.map { ($0.name, $0) })
+        for name in store.names where table[name] == nil {
+            throw .invalidWeight(tensor: name, reason: "in \(store.path) is not a tensor of a \(Self.name) model with this configuration")
+        }
+        for expected in tensorTable {
+            guard let tensor = store.tensor(named: expected.name) else {
+                if expected.required { throw .invalidWeight(tensor: expected.name, reason: "missing from \(store.path)") }
+                continue
+            }
+            guard tensor.shape == expected.shape else {
+                throw .invalidWeight(tensor: expected.name,
+                                     reason: "has shape \(Shape.describe(tensor.shape)) in \(store.path), expected \(Shape.describe(expected.shape))")
+            }
+        }
+    }
+
+    /// The role of every tensor of the table that `store` holds, for recipes and `inspect`.
+    public func roles(in store: any TensorStore) -> [TensorRole] {
+        tensorTable.filter { store.tensor(named: $0.name) != nil }.map { entry in
+            let op = ModelAnatomy.opName(of: entry.name)
+            return TensorRole(name: entry.name, op: op, opType: ArchitectureOpTypes.coarse(entry.opType, shape: entry.shape),
+                              layer: ModelAnatomy.layer(of: op), kind: entry.opType)
+        }
+    }
+}
+
+/// The op types architectures name their tensors by, and the coarse `OpType` each falls under.
+public enum ArchitectureOpTypes {
+    /// Every op type an architecture in the registry uses.
+    public static var all: Set<String> {
+        Set(ModelArchitectures.all.flatMap { $0.opTypes })
+    }
+
+    /// `embedding` and `output` are row tables, norms are norms, everything else with a 2-D
+    /// weight is linear.
+    static func coarse(_ opType: String, shape: [Int]) -> OpType {
+        if opType == "embedding" || opType.hasPrefix("embedding.") { return .embedding }
+        if opType.hasSuffix("norm") || opType.hasPrefix("norm") { return .norm }
+        if opType == "buffer" { return .buffer }
+        return shape.count == 2 ? .linear : .other
+    }
+}
+
+/// The registry of architectures: one literal table.
+public enum ModelArchitectures {
+    public static let all: [any ModelArchitecture.Type] = [BertArchitecture.self, LlamaArchitecture.self, Qwen3Architecture.self]
+
+    /// The architecture registered under `name`.
+    public static func type(named name: String) -> (any ModelArchitecture.Type)? {
+        all.first { $0.name == name }
+    }
+
+    /// Reads the configuration named by `configuration` and builds its architecture.
+    /// - Throws: `ModelError.invalidFile` when the configuration names no architecture or one not
+    ///   in the registry.
+    public static func architecture(for configuration: ModelConfiguration) throws(ModelError) -> any ModelArchitecture {
+        guard let name = configuration.architectureName else {
+            throw .invalidFile(path: configuration.path, reason: "names no architecture (model_type / general.architecture)")
+        }
+        guard let type = type(named: name) else {
+            throw .invalidFile(path: configuration.path,
+                               reason: "architecture '\(name)' is not supported (expected one of \(all.map { $0.name }.joined(separator: ", ")))")
+        }
+        return try type.init(configuration: configuration)
+    }
+
+    /// A model's files and architecture: the weights at `weightsPath` (any format Shrink reads),
+    /// the configuration from `configPath` (a Hugging Face `config.json`) or, for GGUF, from the
+    /// file's metadata; `folder` holds side files (vocabulary, pooling), by default the config's.
+    public static func open(weightsPath: String, configPath: String?, folder: String? = nil) throws -> (ModelFiles, any ModelArchitecture) {
+        let store = try TensorStores.open(path: weightsPath)
+        let configuration: ModelConfiguration
+        if let gguf = store as? GGUFStore {
+            configuration = .gguf(gguf.file)
+        } else if let configPath {
+            configuration = try ModelConfiguration.huggingFace(path: configPath)
+        } else {
+            throw ModelError.invalidFile(path: weightsPath, reason: "safetensors weights need a config.json next to them (or a --base folder)")
+        }
+        let files = ModelFiles(store: store, configuration: configuration,
+                               folder: folder ?? configPath.map { ($0 as NSString).deletingLastPathComponent })
+        return (files, try architecture(for: configuration))
+    }
+}
