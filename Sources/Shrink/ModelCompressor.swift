@@ -66,8 +66,9 @@ public enum ModelCompressor {
         if CompressedModel.isCompressed(file) {
             throw ShrinkIOError.unsupportedFormat(path: model.weightsPath, reason: "the model is already compressed; decompress it first")
         }
-        let descriptors = file.entries.map { TensorDescriptor(name: $0.name, dtype: $0.dtype, shape: $0.shape) }
-        let plan = try CompressionPlan.resolve(recipe, tensors: descriptors, roles: ModelAnatomy.roles(of: descriptors))
+        let store = try SafetensorsStore(path: model.weightsPath)
+        let roles = ModelArchitectures.roles(of: store, configuration: try ModelArchitectures.configuration(of: store, configPath: model.configPath))
+        let plan = try CompressionPlan.resolve(recipe, tensors: store.descriptors, roles: roles)
 
         var tasks: [(index: Int, config: OpCompressionConfig, rule: String)] = []
         var kept: [String: String] = [:]
@@ -143,17 +144,30 @@ public enum ModelCompressor {
                                                  limit: calibration.limit, layers: layers, threads: threads)
     }
 
-    /// Writes the dense model a compressed file represents: every encoded tensor decoded to its
-    /// source dtype (F32, F16 or BF16; F32 for others), every other tensor copied.
+    /// Writes the dense model any readable file represents (a compressed container, a GGUF file, a
+    /// plain safetensors file) as safetensors, names as in the source and shapes row-major with the
+    /// input axis last: dense tensors as stored, encoded tensors decoded to their source dtype
+    /// (F32, F16 or BF16; F32 for others), GGUF block types decoded to F32. Metadata keeps the
+    /// source's keys except Shrink's own and GGUF arrays (vocabularies).
     public static func decompress(input: String, output: String) throws {
-        let model = try CompressedModel(file: try SafetensorsFile(path: input))
-        var tensors = model.denseTensors
-        for encoded in model.encodedTensors {
-            let dtype: DType = [.f16, .bf16].contains(encoded.sourceDType) ? encoded.sourceDType : .f32
-            tensors.append((encoded.name, try DenseTensor(converting: encoded.decode(), to: dtype, shape: encoded.shape)))
+        let store = try TensorStores.open(path: input)
+        var tensors: [(name: String, tensor: DenseTensor)] = []
+        for name in store.names {
+            switch store.tensor(named: name)! {
+            case .dense(let tensor):
+                tensors.append((name, tensor))
+            case .encoded(let encoded):
+                let dtype: DType = [.f16, .bf16].contains(encoded.sourceDType) ? encoded.sourceDType : .f32
+                tensors.append((name, try DenseTensor(converting: encoded.decode(), to: dtype, shape: encoded.shape)))
+            case .ggml(let tensor):
+                tensors.append((name, try DenseTensor(converting: tensor.decode(), to: .f32, shape: tensor.shape)))
+            }
         }
         tensors.sort { $0.name < $1.name }
-        let metadata = model.metadata.filter { !$0.key.hasPrefix("shrink.") }
+        var metadata = store.metadata.filter { !$0.key.hasPrefix("shrink.") }
+        if let gguf = store as? GGUFStore {
+            metadata = metadata.filter { gguf.file.value($0.key)?.arrayValue == nil }
+        }
         try SafetensorsWriter.write(tensors, metadata: metadata, to: output)
     }
 

@@ -26,11 +26,13 @@ public struct ModelInspection: Codable, Sendable {
         public let share: Double
     }
 
-    /// One tensor as stored: `storage` is its dtype, or its encoding when compressed.
+    /// One tensor as stored: `storage` is its dtype, its encoding when compressed, or its ggml type.
     public struct TensorSummary: Codable, Sendable {
         public let name: String
         public let op: String
         public let opType: OpType
+        /// The op type its architecture names it by (`attention.q`, `mlp.down`…), when known.
+        public let kind: String?
         public let storage: String
         public let shape: [Int]
         public let parameters: Int
@@ -48,8 +50,10 @@ public struct ModelInspection: Codable, Sendable {
 
     public let path: String
     public let format: String
-    /// `model_type` from `config.json`, when the model has one.
+    /// `model_type` from `config.json` or GGUF's `general.architecture`, when the model has one.
     public let architecture: String?
+    /// File metadata (safetensors `__metadata__`, GGUF key-value pairs as one line each).
+    public let metadata: [String: String]
     public let parameters: Int
     /// Bytes of tensor data (excluding the file header).
     public let bytes: Int
@@ -58,31 +62,28 @@ public struct ModelInspection: Codable, Sendable {
     public let opTypes: [OpTypeShare]
     public let layers: [LayerSummary]
 
-    /// Inspects the model at `location` without reading its tensor data.
-    public static func inspect(_ location: ModelLocation) throws(ShrinkIOError) -> ModelInspection {
-        let path = location.weightsPath
-        if try ModelFileFormat.detect(path: path) == .gguf {
-            throw .unsupportedFormat(path: path, reason: "GGUF models are not readable yet; Shrink reads safetensors")
+    /// Inspects the model at `location` (any format `TensorStores.open` reads) without reading its
+    /// tensor data. Tensors get their op types from the model's architecture adapter when its
+    /// configuration names a registered one, else from their names (`ModelAnatomy`).
+    public static func inspect(_ location: ModelLocation) throws -> ModelInspection {
+        let store = try TensorStores.open(path: location.weightsPath)
+        let configuration = try ModelArchitectures.configuration(of: store, configPath: location.configPath)
+        let descriptors = store.descriptors
+        let roles = Dictionary(uniqueKeysWithValues: ModelArchitectures.roles(of: store, configuration: configuration).map { ($0.name, $0) })
+        let tensors = descriptors.map { descriptor in
+            let stored = store.tensor(named: descriptor.name)!
+            let role = roles[descriptor.name]!
+            let parameters = descriptor.shape.reduce(1, *)
+            return TensorSummary(name: descriptor.name, op: role.op, opType: role.opType, kind: role.kind, storage: stored.storage,
+                                 shape: descriptor.shape, parameters: parameters, bytes: stored.byteCount,
+                                 bitsPerWeight: Double(stored.byteCount * 8) / Double(max(parameters, 1)))
         }
-        let file = try SafetensorsFile(path: path)
-        let config = try location.configPath.map { (configPath) throws(ShrinkIOError) in try ModelConfig(path: configPath) }
-        let model = try CompressedModel(file: file)
-        // (descriptor, storage, bytes) for every logical tensor: dense ones as stored, encoded ones by encoding.
-        let stored = model.denseTensors.map { (TensorDescriptor(name: $0.name, dtype: $0.tensor.dtype, shape: $0.tensor.shape),
-                                                $0.tensor.dtype.rawValue, $0.tensor.byteCount) }
-            + model.encodedTensors.map { (TensorDescriptor(name: $0.name, dtype: $0.sourceDType, shape: $0.shape), $0.encoding.summary, $0.byteCount) }
-        let roles = ModelAnatomy.roles(of: stored.map(\.0))
-        let tensors = zip(stored, roles).map { item, role in
-            let parameters = item.0.shape.reduce(1, *)
-            return TensorSummary(name: item.0.name, op: role.op, opType: role.opType, storage: item.1, shape: item.0.shape,
-                                 parameters: parameters, bytes: item.2, bitsPerWeight: Double(item.2 * 8) / Double(max(parameters, 1)))
-        }
-        let format = CompressedModel.isCompressed(file) ? "shrink compressed safetensors" : "safetensors"
-        return summarize(path: path, format: format, architecture: config?.modelType,
-                         fileBytes: file.fileSize, tensors: tensors, layerOf: Dictionary(uniqueKeysWithValues: roles.map { ($0.name, $0.layer) }))
+        return summarize(path: location.weightsPath, format: store.formatName, architecture: configuration?.architectureName,
+                         metadata: store.metadata, fileBytes: store.fileBytes, tensors: tensors,
+                         layerOf: roles.mapValues(\.layer))
     }
 
-    static func summarize(path: String, format: String, architecture: String?, fileBytes: Int,
+    static func summarize(path: String, format: String, architecture: String?, metadata: [String: String], fileBytes: Int,
                           tensors: [TensorSummary], layerOf: [String: String]) -> ModelInspection {
         let totalBytes = tensors.reduce(0) { $0 + $1.bytes }
         func share(_ bytes: Int) -> Double { totalBytes == 0 ? 0 : Double(bytes) / Double(totalBytes) }
@@ -104,7 +105,7 @@ public struct ModelInspection: Codable, Sendable {
                          tensors: group.sorted { ModelAnatomy.naturalOrder($0.name, $1.name) })
         }.sorted { ModelAnatomy.naturalOrder($0.name, $1.name) }
 
-        return ModelInspection(path: path, format: format, architecture: architecture,
+        return ModelInspection(path: path, format: format, architecture: architecture, metadata: metadata,
                                parameters: tensors.reduce(0) { $0 + $1.parameters }, bytes: totalBytes,
                                fileBytes: fileBytes, storage: storage, opTypes: opTypes, layers: layers)
     }

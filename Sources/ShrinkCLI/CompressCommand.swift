@@ -44,16 +44,16 @@ enum CompressCommand {
     }
 }
 
-/// `shrink decompress`: write the dense model a compressed file represents.
+/// `shrink decompress`: write the dense model a compressed, GGUF or safetensors file represents.
 enum DecompressCommand {
     static let command = ShrinkCommand(spec: spec, run: run)
 
     static let spec = CommandSpec(
         name: "decompress",
-        summary: "Decode every compressed tensor of a compressed model and write the dense model.",
+        summary: "Decode every compressed tensor of a model (compressed container, GGUF or safetensors) and write the dense model.",
         arguments: [],
         options: [
-            OptionSpec(name: "--input", valueName: "file", help: "The compressed model. Required."),
+            OptionSpec(name: "--input", valueName: "file", help: "The model: a compressed file, a GGUF file or a safetensors file. Required."),
             OptionSpec(name: "--output", valueName: "file", help: "Where to write the dense model (.safetensors). Required."),
         ])
 

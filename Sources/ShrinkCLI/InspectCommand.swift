@@ -8,7 +8,7 @@ enum InspectCommand {
     static let spec = CommandSpec(
         name: "inspect",
         summary: "Show a model's parameters and bytes, its storage types and op types, and its tensors by layer.",
-        arguments: [ArgumentSpec(name: "model", help: "A model folder, a .safetensors file, or a known model name (default: minilm).",
+        arguments: [ArgumentSpec(name: "model", help: "A model folder, a .safetensors or .gguf file, or a known model name (default: minilm).",
                                  isOptional: true)],
         options: [OptionSpec(name: "--json", valueName: nil, help: "Print the inspection as JSON instead of tables.")])
 
@@ -44,13 +44,20 @@ enum InspectCommand {
                                  [$0.opType.rawValue, String($0.ops), String($0.tensors), TextTable.grouped($0.parameters),
                                   TextTable.grouped($0.bytes), TextTable.percent($0.share)]
                              }, rightAligned: [1, 2, 3, 4, 5]),
-            "", "Tensors by layer:",
         ]
+        if !inspection.metadata.isEmpty {
+            lines += ["", "Metadata:"]
+            for key in inspection.metadata.keys.sorted() {
+                let value = inspection.metadata[key]!.replacingOccurrences(of: "\n", with: "\\n")
+                lines.append("  \(key) = " + (value.count > 100 ? value.prefix(97) + "..." : value))
+            }
+        }
+        lines += ["", "Tensors by layer:"]
         for layer in inspection.layers {
             lines.append("  \(layer.name)  (\(TextTable.grouped(layer.parameters)) parameters, \(TextTable.byteSize(layer.bytes)))")
             lines.append(TextTable.render(header: ["tensor", "op type", "storage", "shape", "parameters", "bits/weight"],
                                           rows: layer.tensors.map {
-                                              [$0.name, $0.opType.rawValue, $0.storage, "[" + $0.shape.map(String.init).joined(separator: ", ") + "]",
+                                              [$0.name, $0.kind ?? $0.opType.rawValue, $0.storage, "[" + $0.shape.map(String.init).joined(separator: ", ") + "]",
                                                TextTable.grouped($0.parameters), TextTable.fixed($0.bitsPerWeight, digits: 2)]
                                           }, rightAligned: [4, 5], indent: "    "))
         }

@@ -7,19 +7,23 @@ import ShrinkCore
 /// ```json
 /// {
 ///   "global": { "palettize": { "bits": 4 } },
-///   "op_type": { "embedding": null, "linear": { "quantize": { "bits": 8 } } },
+///   "op_type": { "embedding": null, "linear": { "quantize": { "bits": 8 } }, "mlp.down": { "quantize": { "bits": 6 } } },
 ///   "op_name": { "encoder\\.layer\\.0\\..*": { "quantize": { "bits": 8 } }, "pooler.dense": null },
 ///   "weight_threshold": 2048
 /// }
 /// ```
+/// `op_type` keys are coarse op types (`linear`, `embedding`, `conv`) or the op types a model's
+/// architecture names its tensors by (`attention.q`, `mlp.down`, `output`…, see `shrink inspect`).
 /// Precedence: the first `op_name` entry (in file order) whose key equals the tensor's name or op
-/// name, or matches either as a whole regular expression, then `op_type`, then `global`. `null`
-/// leaves the tensor alone. Tensors with fewer elements than `weight_threshold` are left alone.
+/// name, or matches either as a whole regular expression, then the `op_type` entry of the tensor's
+/// architecture op type, then that of its coarse op type, then `global`. `null` leaves the tensor
+/// alone. Tensors with fewer elements than `weight_threshold` are left alone.
 public struct Recipe: Sendable {
     /// The file the recipe was read from (for error messages).
     public let file: String
     public let global: OpCompressionConfig?
-    public let opType: [(opType: OpType, config: OpCompressionConfig?)]
+    /// `op_type` entries by key: a coarse `OpType` raw value or an architecture op type.
+    public let opType: [(key: String, config: OpCompressionConfig?)]
     public let opName: [(pattern: String, config: OpCompressionConfig?)]
     public let weightThreshold: Int
     /// The calibration data for calibrated methods (`"method": "gptq"`), if the recipe names any.
@@ -51,14 +55,16 @@ public struct Recipe: Sendable {
         if let value = reader.value("global"), value != .null {
             global = try OpCompressionConfig.decode(value, file: file, keyPath: "global")
         }
-        var opTypes: [(opType: OpType, config: OpCompressionConfig?)] = []
+        var opTypes: [(key: String, config: OpCompressionConfig?)] = []
         if let value = reader.value("op_type") {
             let types = try ConfigReader(value, file: file, keyPath: "op_type")
             for (key, entry) in types.pairs {
-                guard let type = OpType(rawValue: key), [.linear, .embedding, .conv].contains(type) else {
-                    throw .invalidRecipe(file: file, keyPath: "op_type.\(key)", reason: "unknown op type (expected linear, embedding, conv)")
+                let coarse = OpType(rawValue: key).map { [.linear, .embedding, .conv].contains($0) } ?? false
+                guard coarse || Self.isArchitectureOpType(key) else {
+                    throw .invalidRecipe(file: file, keyPath: "op_type.\(key)",
+                                         reason: "unknown op type (expected linear, embedding, conv, or an architecture's op type such as attention.q or mlp.down)")
                 }
-                opTypes.append((type, entry == .null ? nil : try OpCompressionConfig.decode(entry, file: file, keyPath: "op_type.\(key)")))
+                opTypes.append((key, entry == .null ? nil : try OpCompressionConfig.decode(entry, file: file, keyPath: "op_type.\(key)")))
             }
         }
         var opNames: [(pattern: String, config: OpCompressionConfig?)] = []
@@ -85,6 +91,17 @@ public struct Recipe: Sendable {
         }
         return Recipe(file: file, global: global, opType: opTypes, opName: opNames, weightThreshold: threshold,
                       calibration: calibration, canonicalJSON: root.serialized())
+    }
+}
+
+extension Recipe {
+    /// Whether `key` has the form of an architecture op type: dotted lowercase words, more than
+    /// one (`attention.q`), or one of the single-word types `output` and `pooler`. Whether the
+    /// model has it is checked when the recipe is resolved against the model.
+    static func isArchitectureOpType(_ key: String) -> Bool {
+        let words = key.split(separator: ".", omittingEmptySubsequences: false)
+        guard words.allSatisfy({ !$0.isEmpty && $0.allSatisfy { $0.isLowercase || $0 == "_" } }) else { return false }
+        return words.count > 1 || ["output", "pooler"].contains(key)
     }
 }
 
@@ -129,8 +146,9 @@ public struct CompressionPlan: Sendable {
     public let entries: [(tensor: TensorDescriptor, role: TensorRole, decision: PlanDecision)]
 
     /// Resolves `recipe` for `tensors` (with their roles, same order).
-    /// - Throws: `CompressionError.recipeMismatch` for an `op_name` key that matches no tensor,
-    ///   or a config that does not fit a tensor's shape (naming the key path and the tensor).
+    /// - Throws: `CompressionError.recipeMismatch` for an `op_name` key that matches no tensor, an
+    ///   architecture op type the model does not have, or a config that does not fit a tensor's
+    ///   shape (naming the key path and the tensor).
     public static func resolve(_ recipe: Recipe, tensors: [TensorDescriptor], roles: [TensorRole]) throws(CompressionError) -> CompressionPlan {
         let regexes: [Regex<AnyRegexOutput>] = recipe.opName.map { try! Regex($0.pattern) }
         var matched = Set<Int>()
@@ -150,8 +168,8 @@ public struct CompressionPlan: Sendable {
             } else if let nameRule {
                 let rule = "op_name[\"\(recipe.opName[nameRule].pattern)\"]"
                 decision = recipe.opName[nameRule].config.map { .compress($0, rule: rule) } ?? .keep(reason: "\(rule) is null")
-            } else if let typeRule = recipe.opType.first(where: { $0.opType == role.opType }) {
-                let rule = "op_type.\(typeRule.opType.rawValue)"
+            } else if let typeRule = recipe.opType.first(where: { $0.key == role.kind }) ?? recipe.opType.first(where: { $0.key == role.opType.rawValue }) {
+                let rule = "op_type.\(typeRule.key)"
                 decision = typeRule.config.map { .compress($0, rule: rule) } ?? .keep(reason: "\(rule) is null")
             } else if let global = recipe.global {
                 decision = .compress(global, rule: "global")
@@ -167,6 +185,11 @@ public struct CompressionPlan: Sendable {
                 }
             }
             entries.append((tensor, role, decision))
+        }
+        let kinds = Set(roles.compactMap(\.kind))
+        if let missing = recipe.opType.first(where: { OpType(rawValue: $0.key) == nil && !kinds.contains($0.key) }) {
+            let known = kinds.isEmpty ? "its op types are not known (no architecture)" : "its op types: \(kinds.sorted().joined(separator: ", "))"
+            throw .recipeMismatch(file: recipe.file, keyPath: "op_type.\(missing.key)", reason: "no tensor of the model has this op type; \(known)")
         }
         if let unmatched = recipe.opName.indices.first(where: { !matched.contains($0) }) {
             throw .recipeMismatch(file: recipe.file, keyPath: "op_name[\"\(recipe.opName[unmatched].pattern)\"]",

@@ -148,9 +148,13 @@ extension ModelArchitecture {
 
     /// The role of every tensor of the table that `store` holds, for recipes and `inspect`.
     public func roles(in store: any TensorStore) -> [TensorRole] {
-        tensorTable.filter { store.tensor(named: $0.name) != nil }.map { entry in
+        let table = tensorTable
+        // An op's coarse type follows its weight (a linear layer's bias is linear too).
+        var weightShapes: [String: [Int]] = [:]
+        for entry in table where entry.name.hasSuffix(".weight") { weightShapes[ModelAnatomy.opName(of: entry.name)] = entry.shape }
+        return table.filter { store.tensor(named: $0.name) != nil }.map { entry in
             let op = ModelAnatomy.opName(of: entry.name)
-            return TensorRole(name: entry.name, op: op, opType: ArchitectureOpTypes.coarse(entry.opType, shape: entry.shape),
+            return TensorRole(name: entry.name, op: op, opType: ArchitectureOpTypes.coarse(entry.opType, shape: weightShapes[op] ?? entry.shape),
                               layer: ModelAnatomy.layer(of: op), kind: entry.opType)
         }
     }
@@ -196,17 +200,31 @@ public enum ModelArchitectures {
         return try type.init(configuration: configuration)
     }
 
+    /// The configuration of the model in `store`: a GGUF file's metadata, else the `config.json`
+    /// at `configPath`, else nil.
+    public static func configuration(of store: any TensorStore, configPath: String?) throws(ModelError) -> ModelConfiguration? {
+        if let gguf = store as? GGUFStore { return .gguf(gguf.file) }
+        return try configPath.map { (path) throws(ModelError) in try ModelConfiguration.huggingFace(path: path) }
+    }
+
+    /// The role of every tensor of `store`, in store order: from its architecture's tensor table
+    /// when `configuration` names a registered architecture, else from the tensor names
+    /// (`ModelAnatomy`, no architecture op types).
+    public static func roles(of store: any TensorStore, configuration: ModelConfiguration?) -> [TensorRole] {
+        let descriptors = store.descriptors
+        var roles = Dictionary(uniqueKeysWithValues: ModelAnatomy.roles(of: descriptors).map { ($0.name, $0) })
+        if let configuration, let architecture = try? architecture(for: configuration) {
+            for role in architecture.roles(in: store) { roles[role.name] = role }
+        }
+        return descriptors.map { roles[$0.name]! }
+    }
+
     /// A model's files and architecture: the weights at `weightsPath` (any format Shrink reads),
     /// the configuration from `configPath` (a Hugging Face `config.json`) or, for GGUF, from the
     /// file's metadata; `folder` holds side files (vocabulary, pooling), by default the config's.
     public static func open(weightsPath: String, configPath: String?, folder: String? = nil) throws -> (ModelFiles, any ModelArchitecture) {
         let store = try TensorStores.open(path: weightsPath)
-        let configuration: ModelConfiguration
-        if let gguf = store as? GGUFStore {
-            configuration = .gguf(gguf.file)
-        } else if let configPath {
-            configuration = try ModelConfiguration.huggingFace(path: configPath)
-        } else {
+        guard let configuration = try configuration(of: store, configPath: configPath) else {
             throw ModelError.invalidFile(path: weightsPath, reason: "safetensors weights need a config.json next to them (or a --base folder)")
         }
         let files = ModelFiles(store: store, configuration: configuration,

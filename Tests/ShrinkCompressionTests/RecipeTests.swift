@@ -23,8 +23,14 @@ import ShrinkCore
         TensorRole(name: "layers.0.norm.weight", op: "layers.0.norm", opType: .norm, layer: "layers.0"),
     ]
 
-    func plan(_ json: String) throws(CompressionError) -> [String: String] {
-        let resolved = try CompressionPlan.resolve(try Self.parse(json), tensors: Self.tensors, roles: Self.roles)
+    /// The same roles as an architecture adapter names them.
+    static let architectureRoles = roles.map { role in
+        TensorRole(name: role.name, op: role.op, opType: role.opType, layer: role.layer,
+                   kind: ["embed": "embedding", "layers.0.attn.q": "attention.q", "layers.0.ffn.up": "mlp.up", "layers.0.norm": "norm"][role.op])
+    }
+
+    func plan(_ json: String, roles: [TensorRole] = RecipeTests.roles) throws(CompressionError) -> [String: String] {
+        let resolved = try CompressionPlan.resolve(try Self.parse(json), tensors: Self.tensors, roles: roles)
         var decisions: [String: String] = [:]
         for entry in resolved.entries {
             switch entry.decision {
@@ -34,6 +40,29 @@ import ShrinkCore
             }
         }
         return decisions
+    }
+
+    @Test func architectureOpTypesComeBeforeCoarseOnes() throws {
+        let json = #"""
+            {"op_type": {"linear": {"quantize": {"bits": 8}}, "mlp.up": {"quantize": {"bits": 4, "granularity": "per_block"}}, "embedding": null},
+             "op_name": {"layers.0.attn.q": {"palettize": {"bits": 6}}}}
+            """#
+        let decisions = try plan(json, roles: Self.architectureRoles)
+        #expect(decisions["layers.0.ffn.up.weight"] == "op_type.mlp.up q4")
+        #expect(decisions["layers.0.attn.q.weight"] == "op_name[\"layers.0.attn.q\"] p6")
+        #expect(decisions["embed.weight"] == "keep: op_type.embedding is null")
+        // A model without that op type, or without an architecture, is told which it has.
+        #expect(throws: CompressionError.recipeMismatch(file: "r.json", keyPath: "op_type.mlp.up",
+                                                        reason: "no tensor of the model has this op type; its op types are not known (no architecture)")) {
+            try plan(json)
+        }
+        let other = #"{"op_type": {"mlp.gate": {"quantize": {"bits": 8}}}}"#
+        #expect(throws: CompressionError.recipeMismatch(file: "r.json", keyPath: "op_type.mlp.gate",
+                                                        reason: "no tensor of the model has this op type; its op types: attention.q, embedding, mlp.up, norm")) {
+            try plan(other, roles: Self.architectureRoles)
+        }
+        #expect(throws: CompressionError.self) { try Self.parse(#"{"op_type": {"Attention.Q": null}}"#) }
+        #expect(throws: CompressionError.self) { try Self.parse(#"{"op_type": {"norm": null}}"#) }
     }
 
     @Test func precedenceIsOpNameThenOpTypeThenGlobal() throws {
@@ -60,7 +89,7 @@ import ShrinkCore
         (#"{"global": {"palettize": {"bits": 5}}}"#, "r.json: global.palettize.bits: 5 is not one of 1, 2, 3, 4, 6, 8"),
         (#"{"global": {"quantize": {"bits": 9}}}"#, "r.json: global.quantize.bits: 9 is outside 2…8"),
         (#"{"global": {"quantize": {"bits": 4, "granulrity": "per_block"}}}"#, "r.json: global.quantize.granulrity: unknown key"),
-        (#"{"op_type": {"attention": null}}"#, "r.json: op_type.attention: unknown op type (expected linear, embedding, conv)"),
+        (#"{"op_type": {"attention": null}}"#, "r.json: op_type.attention: unknown op type (expected linear, embedding, conv, or an architecture's op type such as attention.q or mlp.down)"),
         (#"{"op_type": {"linear": {"quantize": {}, "palettize": {}}}}"#, "r.json: op_type.linear: use either quantize or palettize, not both"),
         (#"{"op_type": {"linear": {}}}"#, "r.json: op_type.linear: expected at least one of prune, quantize, palettize"),
         (#"{"global": {"prune": {"mode": "magnitude"}}}"#, "r.json: global.prune.target_sparsity: required for magnitude pruning"),
