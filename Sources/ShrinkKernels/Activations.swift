@@ -1,0 +1,32 @@
+import Foundation
+import ShrinkCore
+
+/// In-place GELU over `count` values, split over the workers.
+public struct GELUJob: ParallelJob {
+    public static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: GELUJob.self).pointee.run(worker: worker, of: workers) } }
+    let values: UnsafeMutablePointer<Float>
+    let count: Int
+    let kernel: KernelVariant
+
+    public init(values: UnsafeMutablePointer<Float>, count: Int, kernel: KernelVariant) {
+        self.values = values
+        self.count = count
+        self.kernel = kernel
+    }
+
+    public func run(worker: Int, of workers: Int) {
+        let range = Parallel.range(worker: worker, of: workers, count: count)
+        kernel.gelu(values + range.lowerBound, range.count)
+    }
+}
+
+extension KernelVariant {
+    /// SwiGLU in place: `gate[i] = silu(gate[i]) · up[i]` with `silu(x) = x / (1 + e^(−x))`,
+    /// the Llama feed-forward's gating. One Swift implementation serves every variant.
+    public static func swiGLU(gate: UnsafeMutablePointer<Float>, up: UnsafePointer<Float>, _ n: Int) {
+        for i in 0..<n {
+            let x = gate[i]
+            gate[i] = x / (1 + expf(-x)) * up[i]
+        }
+    }
+}

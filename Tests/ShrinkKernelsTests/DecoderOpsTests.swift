@@ -1,0 +1,76 @@
+import Foundation
+import Testing
+import ShrinkKernels
+import ShrinkTestSupport
+
+/// The decoder's runtime ops (RMSNorm, SwiGLU, rotary positions) and softmax against references
+/// computed in `Double`, over awkward widths, zero rows and large inputs.
+@Suite struct DecoderOpsTests {
+    @Test(arguments: [1, 7, 64, 576])
+    func rmsNormMatchesTheDoubleReference(width: Int) {
+        var generator = SeededGenerator(seed: UInt64(width))
+        let rows = 3
+        var x = generator.floats(rows * width, in: -4...4)
+        x.replaceSubrange(0..<width, with: [Float](repeating: 0, count: width))  // A zero row stays zero.
+        let weight = generator.floats(width, in: 0.5...1.5)
+        var actual = x
+        actual.withUnsafeMutableBufferPointer { RMSNormWeights(weight: weight, epsilon: 1e-5).apply($0.baseAddress!, rows: rows) }
+        for row in 0..<rows {
+            let line = x[(row * width)..<((row + 1) * width)].map(Double.init)
+            let scale = 1 / (line.reduce(0) { $0 + $1 * $1 } / Double(width) + 1e-5).squareRoot()
+            for i in 0..<width {
+                let expected = line[i] * scale * Double(weight[i])
+                #expect(abs(Double(actual[row * width + i]) - expected) <= 1e-5 * max(1, abs(expected)), "row \(row) element \(i)")
+            }
+        }
+        #expect(actual.prefix(width).allSatisfy { $0 == 0 })
+    }
+
+    @Test func swiGLUMatchesTheDoubleReference() {
+        var generator = SeededGenerator(seed: 9)
+        let gate = generator.floats(1000, in: -30...30), up = generator.floats(1000)
+        var actual = gate
+        actual.withUnsafeMutableBufferPointer { KernelVariant.swiGLU(gate: $0.baseAddress!, up: up, 1000) }
+        for i in 0..<1000 {
+            let x = Double(gate[i]), expected = x / (1 + exp(-x)) * Double(up[i])
+            #expect(abs(Double(actual[i]) - expected) <= 1e-6 * max(1, abs(expected)), "element \(i): \(actual[i]) vs \(expected)")
+        }
+    }
+
+    @Test(arguments: [RotaryEmbedding.Pairing.adjacent, .halves])
+    func rotaryPositionsRotateThePairsTheModeNames(pairing: RotaryEmbedding.Pairing) {
+        let headSize = 64, heads = 3
+        let rope = RotaryEmbedding(dimensions: headSize, base: 10000, pairing: pairing)
+        var generator = SeededGenerator(seed: 3)
+        let x = generator.floats(heads * headSize)
+        var table = [Float](repeating: 0, count: rope.tableSize)
+        for position in [0, 1, 7, 100] {
+            var actual = x
+            table.withUnsafeMutableBufferPointer { rope.angles(position: position, into: $0.baseAddress!) }
+            actual.withUnsafeMutableBufferPointer { rope.rotate($0.baseAddress!, heads: heads, headSize: headSize, table: table) }
+            for head in 0..<heads {
+                for pair in 0..<(headSize / 2) {
+                    let (i, j) = pairing == .adjacent ? (2 * pair, 2 * pair + 1) : (pair, pair + headSize / 2)
+                    let theta = Double(position) * pow(10000, -2 * Double(pair) / Double(headSize))
+                    let a = Double(x[head * headSize + i]), b = Double(x[head * headSize + j])
+                    let tolerance = 1e-5 * (1 + Double(position))
+                    #expect(abs(Double(actual[head * headSize + i]) - (a * cos(theta) - b * sin(theta))) <= tolerance, "position \(position) pair \(pair)")
+                    #expect(abs(Double(actual[head * headSize + j]) - (a * sin(theta) + b * cos(theta))) <= tolerance, "position \(position) pair \(pair)")
+                }
+            }
+            if position == 0 { #expect(actual == x) }
+        }
+    }
+
+    @Test func softmaxRowsSumToOneWithoutOverflow() {
+        var values: [Float] = [1, 2, 3, 4, 1000, 1001, 999, -Float.greatestFiniteMagnitude, 0, 0, 0, 0]
+        values.withUnsafeMutableBufferPointer { Attention.softmaxRows($0.baseAddress!, rows: 3, columns: 4) }
+        for row in 0..<3 {
+            let sum = values[(row * 4)..<(row * 4 + 4)].reduce(0, +)
+            #expect(abs(sum - 1) <= 1e-6)
+        }
+        let first = [1.0, 2, 3, 4].map { exp($0 - 4) }, total = first.reduce(0, +)
+        for i in 0..<4 { #expect(abs(Double(values[i]) - first[i] / total) <= 1e-7) }
+        #expect(values[7] == 0 && values[8] == 0.25)
+    }
+}
