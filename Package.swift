@@ -39,11 +39,11 @@ let package = Package(
         .executableTarget(
             name: "PeerBenchmark", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkCompression", "ShrinkIO"],
             path: "Benchmarks/PeerBenchmark", swiftSettings: kernelSettings),
-        .target(name: "ShrinkTestSupport", dependencies: ["ShrinkCore", "ShrinkCompression", "CShrinkKernels"], path: "Tests/ShrinkTestSupport"),
+        .target(name: "ShrinkTestSupport", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkCompression", "CShrinkKernels"], path: "Tests/ShrinkTestSupport"),
         .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
         .testTarget(name: "ShrinkCoreTests", dependencies: ["ShrinkCore", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkIOTests", dependencies: ["ShrinkIO", "ShrinkTestSupport"]),
-        .testTarget(name: "ShrinkKernelsTests", dependencies: ["ShrinkKernels", "ShrinkCompression", "ShrinkTestSupport"]),
+        .testTarget(name: "ShrinkKernelsTests", dependencies: ["ShrinkKernels", "ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkCompressionTests", dependencies: ["ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkModelsTests", dependencies: ["ShrinkModels", "Shrink", "ShrinkIO", "ShrinkTestSupport", "CAllocationCounter"]),
         .testTarget(name: "ShrinkCLITests", dependencies: ["ShrinkCLI", "Shrink", "ShrinkIO", "ShrinkTestSupport", "ShrinkEvaluation"]),

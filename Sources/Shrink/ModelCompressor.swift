@@ -159,8 +159,6 @@ public enum ModelCompressor {
             case .encoded(let encoded):
                 let dtype: DType = [.f16, .bf16].contains(encoded.sourceDType) ? encoded.sourceDType : .f32
                 tensors.append((name, try DenseTensor(converting: encoded.decode(), to: dtype, shape: encoded.shape)))
-            case .ggml(let tensor):
-                tensors.append((name, try DenseTensor(converting: tensor.decode(), to: .f32, shape: tensor.shape)))
             }
         }
         tensors.sort { $0.name < $1.name }

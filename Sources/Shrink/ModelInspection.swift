@@ -71,12 +71,12 @@ public struct ModelInspection: Codable, Sendable {
         let descriptors = store.descriptors
         let roles = Dictionary(uniqueKeysWithValues: ModelArchitectures.roles(of: store, configuration: configuration).map { ($0.name, $0) })
         let tensors = descriptors.map { descriptor in
-            let stored = store.tensor(named: descriptor.name)!
+            let stored = store.storage(of: descriptor.name)!
             let role = roles[descriptor.name]!
             let parameters = descriptor.shape.reduce(1, *)
-            return TensorSummary(name: descriptor.name, op: role.op, opType: role.opType, kind: role.kind, storage: stored.storage,
-                                 shape: descriptor.shape, parameters: parameters, bytes: stored.byteCount,
-                                 bitsPerWeight: Double(stored.byteCount * 8) / Double(max(parameters, 1)))
+            return TensorSummary(name: descriptor.name, op: role.op, opType: role.opType, kind: role.kind, storage: stored.summary,
+                                 shape: descriptor.shape, parameters: parameters, bytes: stored.bytes,
+                                 bitsPerWeight: Double(stored.bytes * 8) / Double(max(parameters, 1)))
         }
         return summarize(path: location.weightsPath, format: store.formatName, architecture: configuration?.architectureName,
                          metadata: store.metadata, fileBytes: store.fileBytes, tensors: tensors,

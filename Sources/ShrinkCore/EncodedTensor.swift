@@ -37,14 +37,48 @@ public struct EncodedTensor: Sendable {
     /// Stored bits per logical element (all parts included).
     public var bitsPerWeight: Double { elementCount == 0 ? 0 : Double(byteCount * 8) / Double(elementCount) }
 
+    /// The affine layout of the encoding (of its base, if sparse).
+    var affineLayout: AffineEncoding? {
+        switch encoding {
+        case .affine(let layout), .sparse(_, .affine(let layout)): layout
+        default: nil
+        }
+    }
+
     /// The float scale of each group of an affine encoding (of its base, if sparse): stored
-    /// scales, or with integer block scales the multiplier times its row's channel scale.
+    /// scales, or with integer block scales the multiplier times its row's (or super-block's) scale.
     public func affineScales() -> [Float] {
         guard let stored = parts["scales"] else { return [] }
-        guard stored.dtype == .u8, let rowScales = parts["channel_scales"]?.floats() else { return stored.floats() }
-        let multipliers = stored.bytes
-        let blocksPerRow = multipliers.count / max(rowScales.count, 1)
-        return multipliers.indices.map { Float(multipliers[$0]) * rowScales[$0 / blocksPerRow] }
+        guard stored.dtype == .u8 || stored.dtype == .i8, let layout = affineLayout, case .perBlock(let block) = layout.granularity,
+              let second = parts[layout.superBlockSize == nil ? "channel_scales" : "super_scales"] else { return stored.floats() }
+        return Self.twoLevel(stored.floats(), second.floats(), blockSize: block, superBlockSize: layout.superBlockSize, columns: shape.last ?? 1)
+    }
+
+    /// The float offset of each group of an affine encoding with offsets (`w = scale · q − offset`),
+    /// or nil: stored offsets, or integer multipliers times their super-block's offset scale.
+    public func affineOffsets() -> [Float]? {
+        guard let stored = parts["offsets"], let layout = affineLayout else { return nil }
+        guard stored.dtype == .u8, case .perBlock(let block) = layout.granularity, let second = parts["super_offsets"] else { return stored.floats() }
+        return Self.twoLevel(stored.floats(), second.floats(), blockSize: block, superBlockSize: layout.superBlockSize, columns: shape.last ?? 1)
+    }
+
+    /// The scale of each block of a palette with block scales (row-major, blocks of a row
+    /// consecutive), or nil.
+    public func paletteBlockScales() -> [Float]? {
+        guard case .palette(let layout) = encoding, let scaling = layout.blockScales, let stored = parts["block_scales"] else { return nil }
+        guard let superBlock = scaling.superBlockSize, let second = parts["super_scales"] else { return stored.floats() }
+        return Self.twoLevel(stored.floats(), second.floats(), blockSize: scaling.blockSize, superBlockSize: superBlock, columns: shape.last ?? 1)
+    }
+
+    /// `multipliers[i] · second[j]` with `j` the row of block `i` (no super-blocks) or its
+    /// super-block within the row (`superBlockSize` elements; blocks never straddle one).
+    static func twoLevel(_ multipliers: [Float], _ second: [Float], blockSize: Int, superBlockSize: Int?, columns: Int) -> [Float] {
+        let blocksPerRow = (columns + blockSize - 1) / blockSize
+        let secondPerRow = superBlockSize.map { (columns + $0 - 1) / $0 } ?? 1
+        return multipliers.indices.map { index in
+            let (row, block) = index.quotientAndRemainder(dividingBy: blocksPerRow)
+            return multipliers[index] * second[row * secondPerRow + (superBlockSize.map { block * blockSize / $0 } ?? 0)]
+        }
     }
 
     /// The reference decoding to dense `Float` values in row-major order.
@@ -132,7 +166,7 @@ public enum EncodingLayout {
             }
         case .affine(let layout):
             guard (2...8).contains(layout.bits) else { throw fail("affine bits \(layout.bits) outside 2…8") }
-            guard [.f16, .f32, .u8].contains(layout.scaleDType) else { throw fail("scale dtype must be F16, F32 or U8") }
+            guard [.f16, .f32, .u8, .i8].contains(layout.scaleDType) else { throw fail("scale dtype must be F16, F32, U8 or I8") }
             guard !shape.isEmpty else { throw fail("quantized tensors need at least one dimension") }
             switch layout.granularity {
             case .perTensor: break
@@ -142,11 +176,30 @@ public enum EncodingLayout {
             let groups = groupCount(layout.granularity, shape: shape)
             _ = try part("codes", [.u8], count: PackedBits.byteCount(count: elements, bits: layout.bits))
             _ = try part("scales", [layout.scaleDType], count: groups)
-            if layout.scaleDType == .u8 {
-                guard case .perBlock = layout.granularity else { throw fail("integer (U8) scales need per-block granularity") }
-                _ = try part("channel_scales", [.f16, .f32], count: rowCount(shape))
+            if let superBlock = layout.superBlockSize {
+                guard case .perBlock(let size) = layout.granularity, layout.hasIntegerScales, superBlock > 0, superBlock % size == 0 else {
+                    throw fail("super-blocks need integer per-block scales and a multiple of the block size")
+                }
             }
-            if !layout.symmetric { _ = try part("zero_points", [layout.signed ? .i8 : .u8], count: groups) }
+            if layout.hasIntegerScales {
+                guard case .perBlock = layout.granularity else { throw fail("integer (U8, I8) scales need per-block granularity") }
+                if let superBlock = layout.superBlockSize {
+                    _ = try part("super_scales", [.f16, .f32], count: rowCount(shape) * (((shape.last ?? 1) + superBlock - 1) / superBlock))
+                } else {
+                    _ = try part("channel_scales", [.f16, .f32], count: rowCount(shape))
+                }
+            }
+            if let offsetDType = layout.offsetDType {
+                guard !layout.symmetric else { throw fail("offsets replace the zero points of an affine (not symmetric) encoding") }
+                guard [.f16, .f32, .u8].contains(offsetDType) else { throw fail("offset dtype must be F16, F32 or U8") }
+                _ = try part("offsets", [offsetDType], count: groups)
+                if offsetDType == .u8 {
+                    guard let superBlock = layout.superBlockSize else { throw fail("integer (U8) offsets need super-blocks") }
+                    _ = try part("super_offsets", [.f16, .f32], count: rowCount(shape) * (((shape.last ?? 1) + superBlock - 1) / superBlock))
+                }
+            } else if !layout.symmetric {
+                _ = try part("zero_points", [layout.signed ? .i8 : .u8], count: groups)
+            }
         case .palette(let layout):
             guard [1, 2, 3, 4, 6, 8].contains(layout.bits) else { throw fail("palette bits \(layout.bits) not in 1, 2, 3, 4, 6, 8") }
             guard [1, 2, 4].contains(layout.vectorSize) else { throw fail("vector size \(layout.vectorSize) not in 1, 2, 4") }
@@ -164,6 +217,19 @@ public enum EncodingLayout {
             _ = try part("lut", [layout.lutDType], count: groups * layout.entries * layout.vectorSize)
             if layout.lutDType == .i8 { _ = try part("lut_scales", [.f32], count: groups) }
             if layout.perChannelScale { _ = try part("channel_scales", [.f16, .f32], count: shape[layout.channelAxis]) }
+            if let scaling = layout.blockScales {
+                let columns = shape.last ?? 1, rows = rowCount(shape)
+                guard elements == shape.reduce(1, *) else { throw fail("pruned palettes cannot have block scales") }
+                guard scaling.blockSize > 0, scaling.blockSize % layout.vectorSize == 0 else { throw fail("block size must be a positive multiple of the vector size") }
+                guard [.f16, .f32, .i8, .u8].contains(scaling.dtype) else { throw fail("block scale dtype must be F16, F32, I8 or U8") }
+                _ = try part("block_scales", [scaling.dtype], count: rows * ((columns + scaling.blockSize - 1) / scaling.blockSize))
+                if scaling.dtype == .i8 || scaling.dtype == .u8 {
+                    guard let superBlock = scaling.superBlockSize, superBlock > 0, superBlock % scaling.blockSize == 0 else {
+                        throw fail("integer block scales need super-blocks, a multiple of the block size")
+                    }
+                    _ = try part("super_scales", [.f16, .f32], count: rows * ((columns + superBlock - 1) / superBlock))
+                }
+            }
         case .sparse(_, let base):
             if case .sparse = base { throw fail("sparse encodings do not nest") }
             if case .palette(let layout) = base, layout.vectorSize > 1 { throw fail("vector palettes cannot be sparse") }

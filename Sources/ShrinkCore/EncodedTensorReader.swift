@@ -13,6 +13,8 @@ public final class EncodedTensorReader: @unchecked Sendable {
     private let zeroPoints: [Float]?
     private let lut: [Float]
     private let channelScales: [Float]?
+    private let offsets: [Float]?
+    private let blockScales: [Float]?
     private let denseValues: [Float]
     private let packed: UnsafeRawBufferPointer
 
@@ -32,6 +34,8 @@ public final class EncodedTensorReader: @unchecked Sendable {
         }
         scales = tensor.affineScales()
         zeroPoints = tensor.parts["zero_points"]?.floats()
+        offsets = tensor.affineOffsets()
+        blockScales = tensor.paletteBlockScales()
         if case .palette = base { channelScales = tensor.parts["channel_scales"]?.floats() } else { channelScales = nil }
         var lut = tensor.parts["lut"]?.floats() ?? []
         if case .palette(let layout) = base, let lutScales = tensor.parts["lut_scales"]?.floats() {
@@ -68,6 +72,7 @@ public final class EncodedTensorReader: @unchecked Sendable {
         case .affine(let layout):
             let group = EncodingLayout.group(of: position, layout.granularity, shape: shape)
             let q = Int(PackedBits.value(at: element, bits: layout.bits, in: packed)) - layout.codeOffset
+            if let offsets { return scales[group] * Float(q) - offsets[group] }
             let zeroPoint = zeroPoints.map { Int($0[group]) } ?? layout.implicitZeroPoint
             return scales[group] * Float(q - zeroPoint)
         case .palette(let layout):
@@ -78,6 +83,10 @@ public final class EncodedTensorReader: @unchecked Sendable {
             let index = Int(PackedBits.value(at: vector, bits: layout.bits, in: packed))
             var result = lut[(group * layout.entries + index) * layout.vectorSize + lane]
             if let channelScales { result *= channelScales[EncodingLayout.coordinate(position, axis: layout.channelAxis, shape: shape)] }
+            if let blockScales, let block = layout.blockScales?.blockSize {
+                let columns = shape.last ?? 1
+                result *= blockScales[(position / columns) * ((columns + block - 1) / block) + (position % columns) / block]
+            }
             return result
         case .sparse:
             preconditionFailure("sparse encodings do not nest")

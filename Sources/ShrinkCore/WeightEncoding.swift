@@ -37,29 +37,47 @@ public enum QuantizationGranularity: Equatable, Sendable {
     case perBlock(blockSize: Int)
 }
 
-/// Linear quantization: `w = scale · (q − zeroPoint)`.
+/// Linear quantization: `w = scale · (q − zeroPoint)`, or with float offsets `w = scale · q − offset`.
 ///
 /// Codes are stored unsigned, `c ∈ [0, 2^bits − 1]`, packed (see `PackedBits`). For signed
 /// quantization `q = c − 2^(bits−1)`, otherwise `q = c`. Symmetric quantization has no stored
 /// zero point: it is 0 for signed and `2^(bits−1)` for unsigned codes, so both decode alike.
 /// Affine zero points are integers in the range of `q`, stored `I8` (signed) or `U8` (unsigned).
-/// Integer block scales (`U8`, per-block only): `scales` holds a multiplier `m` per block and
-/// `channel_scales` a float scale `S` per row; the block's scale is `m · S`.
+///
+/// Integer block scales (`U8` or `I8`, per-block only): `scales` holds an integer multiplier `m`
+/// per block, and the block's scale is `m · S` with `S` a float per row (`channel_scales`) or,
+/// with `superBlockSize`, per super-block of that many elements of a row (`super_scales`): the
+/// two-level scales of ggml's K-quants.
+///
+/// Float offsets (`offsetDType`, not symmetric, no zero points): part `offsets` holds one offset
+/// per scale group, `F16`/`F32` values (ggml's `Q4_1`, `Q5_1`: `w = d · q + m` stores `−m`), or
+/// `U8` integer multipliers `k` of a float per super-block (`super_offsets`, `offset = k · S_o`:
+/// the K-quants' `w = d·sc·q − dmin·m`).
 public struct AffineEncoding: Equatable, Sendable {
     public var bits: Int
     public var signed: Bool
     public var symmetric: Bool
     public var granularity: QuantizationGranularity
-    /// `F16`, `F32`, or `U8` for integer block scales.
+    /// `F16`, `F32`, or `U8`/`I8` for integer block scales.
     public var scaleDType: DType
+    /// Elements of a row that share a second-level scale (and offset), for integer multipliers.
+    public var superBlockSize: Int?
+    /// `F16`/`F32` offsets, `U8` offset multipliers, or nil (zero points as `symmetric` says).
+    public var offsetDType: DType?
 
-    public init(bits: Int, signed: Bool, symmetric: Bool, granularity: QuantizationGranularity, scaleDType: DType) {
+    public init(bits: Int, signed: Bool, symmetric: Bool, granularity: QuantizationGranularity, scaleDType: DType,
+                superBlockSize: Int? = nil, offsetDType: DType? = nil) {
         self.bits = bits
         self.signed = signed
         self.symmetric = symmetric
         self.granularity = granularity
         self.scaleDType = scaleDType
+        self.superBlockSize = superBlockSize
+        self.offsetDType = offsetDType
     }
+
+    /// Whether block scales are integer multipliers of a float per row or per super-block.
+    public var hasIntegerScales: Bool { scaleDType == .u8 || scaleDType == .i8 }
 
     /// The offset between stored codes and `q`.
     public var codeOffset: Int { signed ? 1 << (bits - 1) : 0 }
@@ -70,7 +88,10 @@ public struct AffineEncoding: Equatable, Sendable {
     public var summary: String {
         let type = (signed ? "int" : "uint") + String(bits)
         let scheme = symmetric ? "symmetric" : "affine"
-        return "\(type) \(scheme) \(granularity.summary)" + (scaleDType == .u8 ? " integer-scaled" : "")
+        var text = "\(type) \(scheme) \(granularity.summary)"
+        if hasIntegerScales { text += superBlockSize.map { " two-level \($0)" } ?? " integer-scaled" }
+        if let offsetDType { text += offsetDType == .u8 ? " integer offsets" : " float offsets" }
+        return text
     }
 }
 
@@ -79,7 +100,10 @@ public struct AffineEncoding: Equatable, Sendable {
 ///
 /// `lut` has shape `[groups, 2^bits, vectorSize]`. With `perChannelScale`, decoded values are
 /// multiplied by `channel_scales[c]`, `c` the index along the grouping axis (axis 0 for a per-tensor
-/// LUT). An `I8` LUT decodes as `lut · lut_scales[group]`.
+/// LUT). An `I8` LUT decodes as `lut · lut_scales[group]`. With `blockScales`, decoded values are
+/// also multiplied by a scale per block of the last axis (`block_scales`; integer multipliers of a
+/// float per super-block, `super_scales`, when `I8`/`U8`): a non-uniform grid with block scales,
+/// ggml's `IQ4_NL` (`w = d · grid[q]`) and `IQ4_XS` (`w = d · (ls − 32) · grid[q]`).
 public struct PaletteEncoding: Equatable, Sendable {
     public var bits: Int
     public var granularity: PaletteGranularity
@@ -87,13 +111,16 @@ public struct PaletteEncoding: Equatable, Sendable {
     /// `F16`, `F32` or `I8`.
     public var lutDType: DType
     public var perChannelScale: Bool
+    public var blockScales: BlockScales?
 
-    public init(bits: Int, granularity: PaletteGranularity, vectorSize: Int, lutDType: DType, perChannelScale: Bool) {
+    public init(bits: Int, granularity: PaletteGranularity, vectorSize: Int, lutDType: DType, perChannelScale: Bool,
+                blockScales: BlockScales? = nil) {
         self.bits = bits
         self.granularity = granularity
         self.vectorSize = vectorSize
         self.lutDType = lutDType
         self.perChannelScale = perChannelScale
+        self.blockScales = blockScales
     }
 
     /// Entries per LUT.
@@ -110,7 +137,23 @@ public struct PaletteEncoding: Equatable, Sendable {
         if vectorSize > 1 { text += " vector \(vectorSize)" }
         if lutDType == .i8 { text += " int8-lut" }
         if perChannelScale { text += " channel-scaled" }
+        if let blockScales { text += " block-scaled \(blockScales.blockSize)" + (blockScales.superBlockSize.map { " two-level \($0)" } ?? "") }
         return text
+    }
+}
+
+/// A scale per block of `blockSize` elements along the last axis (the last block of a row may be
+/// shorter): `F16`/`F32` values, or `I8`/`U8` integer multipliers of a float scale per super-block
+/// of `superBlockSize` elements of a row (part `super_scales`).
+public struct BlockScales: Equatable, Sendable {
+    public var blockSize: Int
+    public var dtype: DType
+    public var superBlockSize: Int?
+
+    public init(blockSize: Int, dtype: DType, superBlockSize: Int? = nil) {
+        self.blockSize = blockSize
+        self.dtype = dtype
+        self.superBlockSize = superBlockSize
     }
 }
 

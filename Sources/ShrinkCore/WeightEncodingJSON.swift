@@ -1,10 +1,12 @@
 /// The JSON form of `WeightEncoding`, stored per tensor in compressed files:
 ///
 /// - `{"kind": "dense", "dtype": "F16"}`
-/// - `{"kind": "affine", "bits": 4, "signed": true, "symmetric": false, "granularity": G, "scale_dtype": "F16"}` (`"U8"`: integer block scales)
+/// - `{"kind": "affine", "bits": 4, "signed": true, "symmetric": false, "granularity": G, "scale_dtype": "F16"}` (`"U8"`, `"I8"`: integer
+///   block scales), plus `"super_block_size": 256` and `"offset_dtype": "F16"` when set
 ///   with `G` one of `{"kind": "per_tensor"}`, `{"kind": "per_channel", "axis": 0}`,
 ///   `{"kind": "per_block", "block_size": 32}`
-/// - `{"kind": "palette", "bits": 4, "granularity": P, "vector_size": 1, "lut_dtype": "F16", "per_channel_scale": false}`
+/// - `{"kind": "palette", "bits": 4, "granularity": P, "vector_size": 1, "lut_dtype": "F16", "per_channel_scale": false}`, plus
+///   `"block_scales": {"block_size": 32, "dtype": "I8", "super_block_size": 256}` when set
 ///   with `P` one of `{"kind": "per_tensor"}`, `{"kind": "per_grouped_channel", "axis": 0, "group_size": 16}`
 /// - `{"kind": "sparse", "pattern": S, "base": <encoding>}` with `S` one of `{"kind": "unstructured"}`,
 ///   `{"kind": "n_of_m", "n": 2, "m": 4}`, `{"kind": "blocks", "block_size": 4}`
@@ -21,18 +23,28 @@ extension WeightEncoding {
             case .perChannel(let axis): .object([("kind", .string("per_channel")), ("axis", number(axis))])
             case .perBlock(let size): .object([("kind", .string("per_block")), ("block_size", number(size))])
             }
-            return .object([("kind", .string("affine")), ("bits", number(layout.bits)), ("signed", .bool(layout.signed)),
-                            ("symmetric", .bool(layout.symmetric)), ("granularity", granularity),
-                            ("scale_dtype", .string(layout.scaleDType.rawValue))])
+            var fields: [(key: String, value: JSONValue)] = [
+                ("kind", .string("affine")), ("bits", number(layout.bits)), ("signed", .bool(layout.signed)),
+                ("symmetric", .bool(layout.symmetric)), ("granularity", granularity), ("scale_dtype", .string(layout.scaleDType.rawValue))]
+            if let superBlock = layout.superBlockSize { fields.append(("super_block_size", number(superBlock))) }
+            if let offsetDType = layout.offsetDType { fields.append(("offset_dtype", .string(offsetDType.rawValue))) }
+            return .object(fields)
         case .palette(let layout):
             let granularity: JSONValue = switch layout.granularity {
             case .perTensor: .object([("kind", .string("per_tensor"))])
             case .perGroupedChannel(let axis, let size):
                 .object([("kind", .string("per_grouped_channel")), ("axis", number(axis)), ("group_size", number(size))])
             }
-            return .object([("kind", .string("palette")), ("bits", number(layout.bits)), ("granularity", granularity),
-                            ("vector_size", number(layout.vectorSize)), ("lut_dtype", .string(layout.lutDType.rawValue)),
-                            ("per_channel_scale", .bool(layout.perChannelScale))])
+            var fields: [(key: String, value: JSONValue)] = [
+                ("kind", .string("palette")), ("bits", number(layout.bits)), ("granularity", granularity),
+                ("vector_size", number(layout.vectorSize)), ("lut_dtype", .string(layout.lutDType.rawValue)),
+                ("per_channel_scale", .bool(layout.perChannelScale))]
+            if let scaling = layout.blockScales {
+                var scale: [(key: String, value: JSONValue)] = [("block_size", number(scaling.blockSize)), ("dtype", .string(scaling.dtype.rawValue))]
+                if let superBlock = scaling.superBlockSize { scale.append(("super_block_size", number(superBlock))) }
+                fields.append(("block_scales", .object(scale)))
+            }
+            return .object(fields)
         case .sparse(let layout, let base):
             let pattern: JSONValue = switch layout.pattern {
             case .unstructured: .object([("kind", .string("unstructured"))])
@@ -60,7 +72,9 @@ extension WeightEncoding {
             }
             self = .affine(AffineEncoding(bits: try fields.integer("bits"), signed: try fields.boolean("signed"),
                                           symmetric: try fields.boolean("symmetric"), granularity: granularity,
-                                          scaleDType: try fields.dtype("scale_dtype")))
+                                          scaleDType: try fields.dtype("scale_dtype"),
+                                          superBlockSize: fields.has("super_block_size") ? try fields.integer("super_block_size") : nil,
+                                          offsetDType: fields.has("offset_dtype") ? try fields.dtype("offset_dtype") : nil))
         case "palette":
             let granularityFields = try Fields(try fields.value("granularity"), path: "encoding.granularity")
             let granularity: PaletteGranularity
@@ -70,9 +84,15 @@ extension WeightEncoding {
                 granularity = .perGroupedChannel(axis: try granularityFields.integer("axis"), groupSize: try granularityFields.integer("group_size"))
             case let other: throw WeightEncodingJSONError(message: "encoding.granularity.kind: unknown '\(other)'")
             }
+            var blockScales: BlockScales?
+            if fields.has("block_scales") {
+                let scaleFields = try Fields(try fields.value("block_scales"), path: "encoding.block_scales")
+                blockScales = BlockScales(blockSize: try scaleFields.integer("block_size"), dtype: try scaleFields.dtype("dtype"),
+                                          superBlockSize: scaleFields.has("super_block_size") ? try scaleFields.integer("super_block_size") : nil)
+            }
             self = .palette(PaletteEncoding(bits: try fields.integer("bits"), granularity: granularity,
                                             vectorSize: try fields.integer("vector_size"), lutDType: try fields.dtype("lut_dtype"),
-                                            perChannelScale: try fields.boolean("per_channel_scale")))
+                                            perChannelScale: try fields.boolean("per_channel_scale"), blockScales: blockScales))
         case "sparse":
             let patternFields = try Fields(try fields.value("pattern"), path: "encoding.pattern")
             let pattern: SparsityPattern
@@ -97,6 +117,8 @@ extension WeightEncoding {
             self.pairs = pairs
             self.path = path
         }
+
+        func has(_ key: String) -> Bool { pairs.contains { $0.key == key } }
 
         func value(_ key: String) throws(WeightEncodingJSONError) -> JSONValue {
             guard let value = pairs.first(where: { $0.key == key })?.value else {

@@ -1,7 +1,8 @@
 import ShrinkCore
 
 /// The tensor element types of GGUF files (ggml's `ggml_type`), with their traits: how many
-/// weights a block holds, how many bytes it takes, and the reference decoder of a block.
+/// weights a block holds, how many bytes it takes, and the `WeightEncoding` that holds it exactly
+/// (`GGMLEncoding`), whose reference decoder is the type's.
 ///
 /// Block layouts (all little-endian; `f16` is IEEE half; QK = 32, QK_K = 256):
 /// - `Q4_0` (18 B / 32): `d f16`, `qs[16]`; `w[j] = d · ((qs[j] & 15) − 8)`, `w[j+16] = d · ((qs[j] >> 4) − 8)`.
@@ -21,8 +22,8 @@ import ShrinkCore
 /// - `IQ4_XS` (136 B / 256): `d f16`, `scales_h u16`, `scales_l[4]`, `qs[128]`; per 32 weights a
 ///   6-bit scale `ls`, `w = d · (ls − 32) · grid[q]`.
 ///
-/// Layouts follow ggml's `ggml-common.h`; the decoders do the float operations in the order of
-/// ggml's reference `dequantize_row_*` (and the `gguf` Python package), so results match bit for bit.
+/// Layouts follow ggml's `ggml-common.h`. Decoded through their `WeightEncoding`, every type gives
+/// the floats of ggml's reference `dequantize_row_*` (and the `gguf` Python package) bit for bit.
 public enum GGMLType: UInt32, CaseIterable, Sendable {
     case f32 = 0
     case f16 = 1
@@ -107,139 +108,6 @@ public enum GGMLType: UInt32, CaseIterable, Sendable {
 
     /// ggml's non-uniform 4-bit grid of `IQ4_NL` and `IQ4_XS`.
     public static let iq4nlGrid: [Int8] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113]
-
-    /// Decodes `blocks` consecutive blocks at `source` into `blocks × blockLength` floats at `output`.
-    /// - Precondition: `source` holds `blocks × blockBytes` bytes.
-    public func decode(_ source: UnsafeRawPointer, blocks: Int, into output: UnsafeMutablePointer<Float>) {
-        for block in 0..<blocks {
-            decodeBlock(source + block * blockBytes, into: output + block * blockLength)
-        }
-    }
-
-    /// Decodes one block.
-    func decodeBlock(_ b: UnsafeRawPointer, into y: UnsafeMutablePointer<Float>) {
-        @inline(__always) func byte(_ offset: Int) -> UInt8 { b.load(fromByteOffset: offset, as: UInt8.self) }
-        @inline(__always) func half(_ offset: Int) -> Float {
-            FloatingPointConversion.float(fromHalfBits: b.loadUnaligned(fromByteOffset: offset, as: UInt16.self))
-        }
-        switch self {
-        case .f32:
-            y[0] = Float(bitPattern: b.loadUnaligned(as: UInt32.self))
-        case .f16:
-            y[0] = half(0)
-        case .bf16:
-            y[0] = FloatingPointConversion.float(fromBFloat16Bits: b.loadUnaligned(as: UInt16.self))
-        case .q4_0:
-            let d = half(0)
-            for j in 0..<16 {
-                y[j] = d * Float(Int(byte(2 + j) & 15) - 8)
-                y[j + 16] = d * Float(Int(byte(2 + j) >> 4) - 8)
-            }
-        case .q4_1:
-            let d = half(0), m = half(2)
-            for j in 0..<16 {
-                y[j] = d * Float(byte(4 + j) & 15) + m
-                y[j + 16] = d * Float(byte(4 + j) >> 4) + m
-            }
-        case .q5_0, .q5_1:
-            let affine = self == .q5_1
-            let d = half(0), m: Float = affine ? half(2) : 0
-            let high = b.loadUnaligned(fromByteOffset: affine ? 4 : 2, as: UInt32.self)
-            let qs = affine ? 8 : 6
-            for j in 0..<16 {
-                let low = Int(byte(qs + j) & 15) | Int((high >> UInt32(j)) & 1) << 4
-                let upper = Int(byte(qs + j) >> 4) | Int((high >> UInt32(j + 16)) & 1) << 4
-                if affine {
-                    y[j] = d * Float(low) + m
-                    y[j + 16] = d * Float(upper) + m
-                } else {
-                    y[j] = d * Float(low - 16)
-                    y[j + 16] = d * Float(upper - 16)
-                }
-            }
-        case .q8_0:
-            let d = half(0)
-            for j in 0..<32 { y[j] = Float(Int8(bitPattern: byte(2 + j))) * d }
-        case .q2_K:
-            let d = half(80), dmin = half(82)
-            for group in 0..<16 {
-                let scale = byte(group)
-                let dl = d * Float(scale & 15), ml = dmin * Float(scale >> 4)
-                // 16 weights per scale: half `group / 8`, plane `(group % 8) / 2`, bytes 16·(group % 2)…
-                let base = 16 + 32 * (group / 8) + 16 * (group % 2)
-                let shift = UInt8(2 * ((group % 8) / 2))
-                for l in 0..<16 { y[16 * group + l] = dl * Float((byte(base + l) >> shift) & 3) - ml }
-            }
-        case .q3_K:
-            let d = half(108)
-            for group in 0..<16 {
-                let low = group < 8 ? byte(96 + group) & 15 : byte(96 + group - 8) >> 4
-                let high = (byte(104 + group % 4) >> UInt8(2 * (group / 4))) & 3
-                let dl = d * Float(Int(low | high << 4) - 32)
-                let base = 32 + 32 * (group / 8) + 16 * (group % 2)
-                let shift = UInt8(2 * ((group % 8) / 2))
-                let maskBit = UInt8(4 * (group / 8) + (group % 8) / 2)
-                let maskBase = 16 * (group % 2)
-                for l in 0..<16 {
-                    let q = Int((byte(base + l) >> shift) & 3) - ((byte(maskBase + l) >> maskBit) & 1 == 1 ? 0 : 4)
-                    y[16 * group + l] = dl * Float(q)
-                }
-            }
-        case .q4_K, .q5_K:
-            let d = half(0), dmin = half(2)
-            let fifth = self == .q5_K
-            let qs = fifth ? 48 : 16
-            for chunk in 0..<4 {
-                for nibble in 0..<2 {
-                    let sub = 2 * chunk + nibble
-                    let (sc, mn) = Self.scaleAndMin(sub, b + 4)
-                    let dl = d * Float(sc), ml = dmin * Float(mn)
-                    for l in 0..<32 {
-                        var q = Int(nibble == 0 ? byte(qs + 32 * chunk + l) & 15 : byte(qs + 32 * chunk + l) >> 4)
-                        if fifth { q |= Int((byte(16 + l) >> UInt8(sub)) & 1) << 4 }
-                        y[32 * sub + l] = dl * Float(q) - ml
-                    }
-                }
-            }
-        case .q6_K:
-            let d = half(208)
-            for n in 0..<2 {
-                let ql = 64 * n, qh = 128 + 32 * n, sc = 192 + 8 * n
-                for l in 0..<32 {
-                    let scaleIndex = l / 16
-                    let h = byte(qh + l)
-                    let q1 = Int(byte(ql + l) & 15 | (h & 3) << 4) - 32
-                    let q2 = Int(byte(ql + l + 32) & 15 | ((h >> 2) & 3) << 4) - 32
-                    let q3 = Int(byte(ql + l) >> 4 | ((h >> 4) & 3) << 4) - 32
-                    let q4 = Int(byte(ql + l + 32) >> 4 | ((h >> 6) & 3) << 4) - 32
-                    func scale(_ k: Int) -> Float { d * Float(Int8(bitPattern: byte(sc + scaleIndex + k))) }
-                    y[128 * n + l] = scale(0) * Float(q1)
-                    y[128 * n + l + 32] = scale(2) * Float(q2)
-                    y[128 * n + l + 64] = scale(4) * Float(q3)
-                    y[128 * n + l + 96] = scale(6) * Float(q4)
-                }
-            }
-        case .iq4_NL:
-            let d = half(0)
-            for j in 0..<16 {
-                y[j] = d * Float(Self.iq4nlGrid[Int(byte(2 + j) & 15)])
-                y[j + 16] = d * Float(Self.iq4nlGrid[Int(byte(2 + j) >> 4)])
-            }
-        case .iq4_XS:
-            let d = half(0)
-            let scalesHigh = b.loadUnaligned(fromByteOffset: 2, as: UInt16.self)
-            for sub in 0..<8 {
-                let low = (byte(4 + sub / 2) >> UInt8(4 * (sub % 2))) & 15
-                let high = UInt8((scalesHigh >> UInt16(2 * sub)) & 3)
-                let dl = d * Float(Int(low | high << 4) - 32)
-                for j in 0..<16 {
-                    let packed = byte(8 + 16 * sub + j)
-                    y[32 * sub + j] = dl * Float(Self.iq4nlGrid[Int(packed & 15)])
-                    y[32 * sub + j + 16] = dl * Float(Self.iq4nlGrid[Int(packed >> 4)])
-                }
-            }
-        }
-    }
 
     /// The 6-bit scale and min of sub-block `j` (0…7) of a `Q4_K`/`Q5_K` block, packed in 12 bytes
     /// at `packed`: sub-blocks 0–3 in the low 6 bits of bytes 0–3 (scales) and 4–7 (mins); 4–7 in

@@ -226,16 +226,6 @@ public struct GGUFFile: Sendable {
     public func storage(of tensor: GGUFTensorInfo) -> TensorStorage {
         TensorStorage(mappedFile: mappedFile, range: tensor.byteRange)
     }
-
-    /// The reference decoding of `tensor` to floats, row-major.
-    public func decode(_ tensor: GGUFTensorInfo) -> [Float] {
-        var output = [Float](repeating: 0, count: tensor.elementCount)
-        let source = mappedFile.bytes.baseAddress! + tensor.byteRange.lowerBound
-        output.withUnsafeMutableBufferPointer { buffer in
-            tensor.type.decode(source, blocks: tensor.elementCount / tensor.type.blockLength, into: buffer.baseAddress!)
-        }
-        return output
-    }
 }
 
 /// Reads GGUF's little-endian fields, checking each length against the bytes left.

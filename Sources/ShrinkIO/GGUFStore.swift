@@ -1,35 +1,18 @@
+import Foundation
 import ShrinkCore
 
-/// A GGUF tensor in a ggml block type, kept as stored (its bytes view the mapped file).
-public struct GGMLTensor: Sendable {
-    public let name: String
-    /// Row-major shape, the contiguous (input) axis last.
-    public let shape: [Int]
-    public let type: GGMLType
-    public let storage: TensorStorage
-
-    public var elementCount: Int { shape.reduce(1, *) }
-    public var byteCount: Int { storage.bytes.count }
-
-    /// The reference decoding (`GGMLType.decode`) of flat positions `flatRange`, which must start
-    /// and end on block boundaries.
-    public func decode(blocks: Range<Int>, into output: UnsafeMutablePointer<Float>) {
-        precondition(blocks.lowerBound >= 0 && blocks.upperBound * type.blockLength <= elementCount)
-        type.decode(storage.bytes.baseAddress! + blocks.lowerBound * type.blockBytes, blocks: blocks.count, into: output)
-    }
-
-    /// The whole tensor decoded to floats, row-major.
-    public func decode() -> [Float] {
-        var output = [Float](repeating: 0, count: elementCount)
-        output.withUnsafeMutableBufferPointer { decode(blocks: 0..<(elementCount / type.blockLength), into: $0.baseAddress!) }
-        return output
-    }
-}
-
-/// A GGUF file as a `TensorStore`: F32, F16 and BF16 tensors are dense views of the mapped file,
-/// block-quantized ones `StoredTensor.ggml` views in their ggml layout (nothing is decoded at open).
-public struct GGUFStore: TensorStore {
+/// A GGUF file as a `TensorStore`: F32, F16 and BF16 tensors are dense views of the mapped file;
+/// block-quantized ones are re-laid losslessly into their `WeightEncoding` (`GGMLEncoding`) the
+/// first time they are asked for, and kept. Nothing is decoded to floats.
+public struct GGUFStore: TensorStore, @unchecked Sendable {
     public let file: GGUFFile
+    private let cache = EncodedCache()
+
+    /// Encoded tensors already re-laid, by name.
+    final class EncodedCache: @unchecked Sendable {
+        let lock = NSLock()
+        var tensors: [String: EncodedTensor] = [:]
+    }
     public var path: String { file.path }
     public var formatName: String { "gguf v\(file.version)" }
     public var names: [String] { file.tensors.map(\.name) }
@@ -45,11 +28,25 @@ public struct GGUFStore: TensorStore {
     public func tensor(named name: String) -> StoredTensor? {
         guard let info = file.tensor(named: name) else { return nil }
         let storage = file.storage(of: info)
+        // The parser checked that the byte range holds the shape's whole blocks (or values).
         if let dtype = info.type.denseDType {
-            // The parser checked that the byte range is shape × dtype size.
-            guard let tensor = try? DenseTensor(dtype: dtype, shape: info.shape, storage: storage) else { return nil }
-            return .dense(tensor)
+            return (try? DenseTensor(dtype: dtype, shape: info.shape, storage: storage)).map(StoredTensor.dense)
         }
-        return .ggml(GGMLTensor(name: name, shape: info.shape, type: info.type, storage: storage))
+        return cache.lock.withLock {
+            if let kept = cache.tensors[name] { return .encoded(kept) }
+            guard let encoded = try? GGMLEncoding.encode(storage.bytes, type: info.type, name: name, shape: info.shape) else { return nil }
+            cache.tensors[name] = encoded
+            return .encoded(encoded)
+        }
+    }
+
+    /// Block-quantized tensors are F32 before quantization as far as the file says.
+    public var descriptors: [TensorDescriptor] {
+        file.tensors.map { TensorDescriptor(name: $0.name, dtype: $0.type.denseDType ?? .f32, shape: $0.shape) }
+    }
+
+    /// The ggml type name and the tensor's bytes in the file.
+    public func storage(of name: String) -> (summary: String, bytes: Int)? {
+        file.tensor(named: name).map { ($0.type.name, $0.byteRange.count) }
     }
 }

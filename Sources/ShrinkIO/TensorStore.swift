@@ -1,18 +1,15 @@
 import ShrinkCore
 
-/// One tensor as a store holds it: plain values, a `WeightEncoding` with its parts, or a GGUF
-/// block type in ggml's layout.
+/// One tensor as a store holds it: plain values, or a `WeightEncoding` with its parts.
 public enum StoredTensor: Sendable {
     case dense(DenseTensor)
     case encoded(EncodedTensor)
-    case ggml(GGMLTensor)
 
     /// The logical (decoded) shape.
     public var shape: [Int] {
         switch self {
         case .dense(let tensor): tensor.shape
         case .encoded(let tensor): tensor.shape
-        case .ggml(let tensor): tensor.shape
         }
     }
 
@@ -21,7 +18,6 @@ public enum StoredTensor: Sendable {
         switch self {
         case .dense(let tensor): tensor.dtype
         case .encoded(let tensor): tensor.sourceDType
-        case .ggml: .f32
         }
     }
 
@@ -30,7 +26,6 @@ public enum StoredTensor: Sendable {
         switch self {
         case .dense(let tensor): tensor.byteCount
         case .encoded(let tensor): tensor.byteCount
-        case .ggml(let tensor): tensor.byteCount
         }
     }
 
@@ -39,7 +34,6 @@ public enum StoredTensor: Sendable {
         switch self {
         case .dense(let tensor): tensor.dtype.rawValue
         case .encoded(let tensor): tensor.encoding.summary
-        case .ggml(let tensor): tensor.type.name
         }
     }
 
@@ -48,7 +42,6 @@ public enum StoredTensor: Sendable {
         switch self {
         case .dense(let tensor): tensor.floats()
         case .encoded(let tensor): tensor.decode()
-        case .ggml(let tensor): tensor.decode()
         }
     }
 
@@ -76,12 +69,20 @@ public protocol TensorStore: Sendable {
     func tensor(named name: String) -> StoredTensor?
     /// Bytes of the whole file (tensor data and headers).
     var fileBytes: Int { get }
+    /// Every tensor's name, source dtype and logical shape, in file order.
+    var descriptors: [TensorDescriptor] { get }
+    /// How tensor `name` is stored in the file (a dtype, an encoding's summary, a GGUF type name)
+    /// and its bytes there, without re-laying it.
+    func storage(of name: String) -> (summary: String, bytes: Int)?
 }
 
 extension TensorStore {
-    /// The descriptors of every tensor, in file order.
     public var descriptors: [TensorDescriptor] {
         names.compactMap { name in tensor(named: name)?.descriptor(name: name) }
+    }
+
+    public func storage(of name: String) -> (summary: String, bytes: Int)? {
+        tensor(named: name).map { ($0.storage, $0.byteCount) }
     }
 
     /// The tensor named `name`.

@@ -247,6 +247,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
                 matrix.integerScales = (multipliers, rowScales)
             }
             return matrix
+        case .palette(let palette) where palette.blockScales != nil:
+            return blockScaledPalette(weight, palette)
         case .palette(let palette) where palette.vectorSize == 1 && palette.channelAxis == 0:
             var (matrix, _) = paletteGrid(weight, palette)
             matrix.codes = unpack(weight.parts["indices"]!.bytes, count: rows * columns, bits: palette.bits)
@@ -260,6 +262,24 @@ public final class Int8PanelWeights: @unchecked Sendable {
         case .dense:
             return nil
         }
+    }
+
+    /// A palette with block scales whose LUT is one `I8` table (ggml's `IQ4_NL`, `IQ4_XS`), exactly:
+    /// codes `lut + 128` through the shared 16-entry LUT, `a = lutScale · blockScale`, `o = 128 · a`
+    /// per block of a multiple of 32 inputs. `nil` for other block-scaled palettes (they run
+    /// through `PackedLinear`, exactly).
+    static func blockScaledPalette(_ weight: EncodedTensor, _ palette: PaletteEncoding) -> CodeMatrix? {
+        let rows = weight.shape[0], columns = weight.shape[1]
+        guard let scaling = palette.blockScales, palette.vectorSize == 1, palette.bits <= 4, palette.lutDType == .i8,
+              palette.granularity == .perTensor, !palette.perChannelScale, scaling.blockSize % 32 == 0 || scaling.blockSize >= columns,
+              let lutScale = weight.parts["lut_scales"]?.floats().first, let blockScales = weight.paletteBlockScales() else { return nil }
+        let lut = weight.parts["lut"]!.bytes.map { UInt8(Int(Int8(bitPattern: $0)) + 128) }
+        let table = lut + [UInt8](repeating: 0, count: 16 - lut.count)
+        let block = min(scaling.blockSize, columns)
+        let scales = blockScales.map { lutScale * $0 }
+        return CodeMatrix(codes: unpack(weight.parts["indices"]!.bytes, count: rows * columns, bits: palette.bits),
+                          rowScales: scales, rowOffsets: scales.map { 128 * $0 }, weightBlock: block, fourBit: true,
+                          rowLUTs: [[UInt8]](repeating: table, count: rows), exact: true)
     }
 
     /// The weight block of an affine encoding in inputs (`columns` for a whole row), if the integer

@@ -8,7 +8,8 @@ import ShrinkCore
 ///
 /// Layouts (chosen at load; 4- and 8-bit codes are used in place, without a copy):
 /// - affine weights grouped per tensor, per output channel or per block along the input:
-///   `w = s · c − o` per group with `o = s · (codeOffset + zeroPoint)`; codes of 1–4 bits as
+///   `w = s · c − o` per group with `o = s · (codeOffset + zeroPoint)`, or with stored offsets
+///   `o = s · codeOffset + offset` (integer scales and offsets multiplied out at load); codes of 1–4 bits as
 ///   packed nibbles (input dimension even; 4-bit codes in place, narrower ones widened at load),
 ///   others one byte each;
 /// - palettes with one LUT per tensor or per group of output channels (scalar entries): indices
@@ -18,8 +19,8 @@ import ShrinkCore
 ///   decoded by expanding the kept codes to their positions (AVX-512 `vpexpandd`) and zeroing the
 ///   pruned ones;
 /// - F16/BF16 values in place, widened by the vector kernels;
-/// - every other encoding (vector palettes, groups along the input axis, pruned F16/BF16 values):
-///   rows decoded by the reference reader, then the same dot kernel.
+/// - every other encoding (vector palettes, palettes with block scales, groups along the input
+///   axis, pruned F16/BF16 values): rows decoded by the reference reader, then the same dot kernel.
 public final class PackedLinear: LinearOperator, @unchecked Sendable {
     public let inFeatures: Int
     public let outFeatures: Int
@@ -100,7 +101,7 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
             let (pointer, rowBytes, fourBit) = codes(weight.parts["codes"]!, bits: affine.bits)
             return (.affine(codes: pointer, rowBytes: rowBytes, fourBit: fourBit, scales: rowScales, offsets: offsets,
                             block: block, blocksPerRow: blocksPerRow), unpacked)
-        case .palette(let palette) where palette.vectorSize == 1 && palette.channelAxis == 0:
+        case .palette(let palette) where palette.vectorSize == 1 && palette.channelAxis == 0 && palette.blockScales == nil:
             let (pointer, rowBytes, fourBit) = codes(weight.parts["indices"]!, bits: palette.bits)
             let (luts, rowGroup) = lookupTables(weight, palette, tableSize: fourBit ? 16 : 256)
             return (.palette(indices: pointer, rowBytes: rowBytes, fourBit: fourBit, luts: luts, rowGroup: rowGroup,
@@ -122,14 +123,19 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
         let blocksPerRow = (columns + block - 1) / block
         let scales = weight.affineScales()
         let zeroPoints = weight.parts["zero_points"]?.floats()
+        let storedOffsets = weight.affineOffsets()
         var rowScales = [Float](repeating: 0, count: rows * blocksPerRow)
         var offsets = rowScales
         for row in 0..<rows {
             for b in 0..<blocksPerRow {
                 let group = EncodingLayout.group(of: row * columns + b * block, affine.granularity, shape: weight.shape)
-                let zeroPoint = zeroPoints.map { Int($0[group]) } ?? affine.implicitZeroPoint
                 rowScales[row * blocksPerRow + b] = scales[group]
-                offsets[row * blocksPerRow + b] = scales[group] * Float(affine.codeOffset + zeroPoint)
+                if let storedOffsets {
+                    offsets[row * blocksPerRow + b] = scales[group] * Float(affine.codeOffset) + storedOffsets[group]
+                } else {
+                    let zeroPoint = zeroPoints.map { Int($0[group]) } ?? affine.implicitZeroPoint
+                    offsets[row * blocksPerRow + b] = scales[group] * Float(affine.codeOffset + zeroPoint)
+                }
             }
         }
         return (blocksPerRow, rowScales, offsets)

@@ -152,7 +152,8 @@ extension ModelArchitecture {
         // An op's coarse type follows its weight (a linear layer's bias is linear too).
         var weightShapes: [String: [Int]] = [:]
         for entry in table where entry.name.hasSuffix(".weight") { weightShapes[ModelAnatomy.opName(of: entry.name)] = entry.shape }
-        return table.filter { store.tensor(named: $0.name) != nil }.map { entry in
+        let present = Set(store.names)
+        return table.filter { present.contains($0.name) }.map { entry in
             let op = ModelAnatomy.opName(of: entry.name)
             return TensorRole(name: entry.name, op: op, opType: ArchitectureOpTypes.coarse(entry.opType, shape: weightShapes[op] ?? entry.shape),
                               layer: ModelAnatomy.layer(of: op), kind: entry.opType)

@@ -92,17 +92,13 @@ public final class WeightSource: @unchecked Sendable {
         case nil: return nil
         case .dense(let tensor): return tensor
         case .encoded: throw .invalidWeight(tensor: name, reason: "must not be compressed")
-        case .ggml(let tensor): throw .invalidWeight(tensor: name, reason: "is stored as \(tensor.type.name), which this runtime does not execute")
         }
     }
 
     /// The encoded tensor `name`, nil when absent or dense.
-    func encodedTensor(_ name: String) throws(ModelError) -> EncodedTensor? {
-        switch store.tensor(named: name) {
-        case .encoded(let tensor): return tensor
-        case .ggml(let tensor): throw .invalidWeight(tensor: name, reason: "is stored as \(tensor.type.name), which this runtime does not execute")
-        default: return nil
-        }
+    func encodedTensor(_ name: String) -> EncodedTensor? {
+        if case .encoded(let tensor) = store.tensor(named: name) { return tensor }
+        return nil
     }
 
     func floats(_ name: String, shape: [Int]) throws(ModelError) -> [Float] {
@@ -131,7 +127,7 @@ public final class WeightSource: @unchecked Sendable {
 
     func plainLinear(_ name: String, out: Int, in inputs: Int) throws(ModelError) -> any LinearOperator {
         let bias = try denseTensor(name + ".bias") == nil ? nil : try floats(name + ".bias", shape: [out])
-        if let weight = try encodedTensor(name + ".weight") {
+        if let weight = encodedTensor(name + ".weight") {
             try checkShape(weight, [out, inputs])
             return activations.linear(weight: weight, bias: bias, threads: threads, kernels: kernels, integerKernels: integerKernels)
         }
@@ -165,7 +161,7 @@ public final class WeightSource: @unchecked Sendable {
 
     /// The embedding table `name` with `columns` columns.
     func embedding(_ name: String, columns: Int) throws(ModelError) -> EmbeddingTable {
-        if let table = try encodedTensor(name) {
+        if let table = encodedTensor(name) {
             guard table.shape.count == 2, table.shape[1] == columns else {
                 throw .invalidWeight(tensor: name, reason: "has shape \(Shape.describe(table.shape)), expected [rows, \(columns)]")
             }

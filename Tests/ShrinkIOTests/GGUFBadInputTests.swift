@@ -22,7 +22,7 @@ import ShrinkTestSupport
         let store = try GGUFStore(path: GGUFBuilder.valid().write(folder))
         #expect(store.names == ["w", "q"])
         #expect(store.tensor(named: "w")?.shape == [2, 4])
-        #expect(store.tensor(named: "q")?.storage == "Q8_0")
+        #expect(store.storage(of: "q")?.summary == "Q8_0" && store.tensor(named: "q")?.storage == "int8 symmetric per-block 32")
         #expect(store.metadata["general.name"] == "tiny")
     }
 

@@ -46,7 +46,11 @@ import ShrinkTestSupport
         for type in GGMLType.allCases {
             let name = "tensor." + type.name
             let tensor = try store.require(name)
-            #expect(tensor.storage == type.name || tensor.storage == type.denseDType?.rawValue, "\(name) storage \(tensor.storage)")
+            #expect(store.storage(of: name)?.summary == type.name)
+            #expect(store.storage(of: name)?.bytes == 3 * (type.blockLength == 1 ? 37 : 2) * type.blockBytes)
+            if let encoding = GGMLEncoding.encoding(of: type), case .encoded(let encoded) = tensor {
+                #expect(encoded.encoding == encoding, "\(name): \(encoded.encoding.summary)")
+            }
             Self.expectIdentical(name, tensor.decodedFloats(), try expected.tensor(named: name), shape: tensor.shape)
         }
         let file = store.file
@@ -81,9 +85,57 @@ import ShrinkTestSupport
         var types = Set<String>()
         for name in names {
             let tensor = try store.require(name)
-            types.insert(tensor.storage)
+            types.insert(store.storage(of: name)!.summary)
             Self.expectIdentical(name, tensor.decodedFloats(), try expected.tensor(named: name), shape: tensor.shape)
         }
         #expect(types == ["Q8_0", "Q4_1", "F32"])
+    }
+}
+
+/// The encodings GGUF types take (float offsets, two-level integer scales and offsets, palettes
+/// with block scales) are part of the one vocabulary: the compressed container stores and reads
+/// them back, and malformed parts are named.
+@Suite struct GGMLEncodingTests {
+    @Test func everyTypeRoundTripsThroughTheContainer() throws {
+        var generator = SeededGenerator(seed: 4)
+        let tensors = try GGMLBlocks.quantizedTypes.map { try GGMLBlocks.tensor($0, rows: 3, columns: 512, generator: &generator) }
+        let folder = TemporaryDirectory()
+        let path = folder.file("ggml.safetensors")
+        try CompressedModel(denseTensors: [], encodedTensors: tensors, metadata: [:]).write(to: path)
+        let store = try SafetensorsStore(path: path)
+        for tensor in tensors {
+            guard case .encoded(let read) = try store.require(tensor.name) else { Issue.record("\(tensor.name) is not encoded"); continue }
+            #expect(read.encoding == tensor.encoding, "\(tensor.name): \(read.encoding.summary)")
+            #expect(firstBitMismatch(read.decode(), tensor.decode()) == nil, "\(tensor.name) decodes differently after the round trip")
+        }
+    }
+
+    @Test func malformedPartsAreNamed() throws {
+        var generator = SeededGenerator(seed: 6)
+        let q4K = try GGMLBlocks.tensor(.q4_K, rows: 2, columns: 256, generator: &generator)
+        func rebuilt(_ encoding: WeightEncoding, removing part: String? = nil) throws(ShrinkCoreError) -> EncodedTensor {
+            var parts = q4K.parts
+            if let part { parts[part] = nil }
+            return try EncodedTensor(name: "w", shape: q4K.shape, sourceDType: .f32, encoding: encoding, parts: parts)
+        }
+        #expect(throws: ShrinkCoreError.invalidEncodedTensor(name: "w", reason: "missing part 'super_offsets'")) {
+            try rebuilt(q4K.encoding, removing: "super_offsets")
+        }
+        guard case .affine(var layout) = q4K.encoding else { Issue.record("Q4_K is affine"); return }
+        layout.symmetric = true
+        #expect(throws: ShrinkCoreError.invalidEncodedTensor(name: "w", reason: "offsets replace the zero points of an affine (not symmetric) encoding")) {
+            try rebuilt(.affine(layout))
+        }
+        layout.symmetric = false
+        layout.superBlockSize = 48
+        #expect(throws: ShrinkCoreError.invalidEncodedTensor(name: "w", reason: "super-blocks need integer per-block scales and a multiple of the block size")) {
+            try rebuilt(.affine(layout))
+        }
+        let iq4 = try GGMLBlocks.tensor(.iq4_XS, rows: 2, columns: 256, generator: &generator)
+        var parts = iq4.parts
+        parts["block_scales"] = try DenseTensor(dtype: .i8, shape: [3], bytes: [1, 2, 3])
+        #expect(throws: ShrinkCoreError.invalidEncodedTensor(name: "w", reason: "part 'block_scales' has 3 elements, expected 16")) {
+            try EncodedTensor(name: "w", shape: iq4.shape, sourceDType: .f32, encoding: iq4.encoding, parts: parts)
+        }
     }
 }
