@@ -34,7 +34,7 @@ let package = Package(
             name: "PassBenchmark", dependencies: ["ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"],
             path: "Benchmarks/PassBenchmark", swiftSettings: kernelSettings),
         .executableTarget(
-            name: "KernelBenchmark", dependencies: ["ShrinkKernels", "ShrinkCompression", "ShrinkTestSupport"],
+            name: "KernelBenchmark", dependencies: ["ShrinkKernels", "ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"],
             path: "Benchmarks/KernelBenchmark", swiftSettings: kernelSettings),
         .executableTarget(
             name: "PeerBenchmark", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkCompression", "ShrinkIO"],

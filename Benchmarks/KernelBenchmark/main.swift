@@ -1,5 +1,5 @@
-// GEMV (1 row) and GEMM (32 rows) per weight encoding against fp32 BLAS on the same shape, in one
-// run, with the machine's read bandwidth measured here too. Each encoding runs with int8
+// GEMV (1 row) and GEMM (32 rows) per weight encoding (the passes' and GGUF's block types) against
+// fp32 BLAS on the same shape, in one run, with the machine's read bandwidth measured here too. Each encoding runs with int8
 // activations (integer dot products on the repacked codes, `Int8ActivationLinear`) and with fp32
 // activations (`PackedLinear`); GB/s counts the bytes each kernel reads (its repacked weight).
 // Enough distinct copies of each weight are cycled through (≥ 256 MiB) that GEMV streams weights
@@ -18,6 +18,7 @@ import Dispatch
 import Foundation
 import ShrinkCompression
 import ShrinkCore
+import ShrinkIO
 import ShrinkKernels
 import ShrinkTestSupport
 
@@ -92,6 +93,7 @@ let encodings: [(String, OpCompressionConfig)] = [
     ("palette 2-bit", EncodingCatalog.palettize(2)),
     ("2:4 + palette 4-bit", prunedPalette),
 ]
+let ggmlTypes: [GGMLType] = [.q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K, .iq4_NL, .iq4_XS]
 
 print(workingSetMiB == 0 ? "Working set: one copy of each weight" : "Working set: copies of each weight cycled through, > \(workingSetMiB) MiB")
 print("BLAS: \(BLASLibrary.summary); kernels: \(KernelVariant.best.rawValue), integer kernels: \(IntegerKernelVariant.best.rawValue)")
@@ -129,8 +131,14 @@ for (outFeatures, inFeatures) in shapes {
     let copiesFor = { (bytes: Int) in workingSetMiB == 0 ? 1 : max(1, (workingSetMiB << 20) / max(bytes, 1) + 1) }
     let denseCopies = (0..<copiesFor(dense.count * 4)).map { _ in dense.map { $0 } }
     var prepared: [(name: String, encoded: EncodedTensor, packed: [EncodedTensor], panels: [Int8PanelWeights])] = []
-    for (name, config) in encodings {
-        let encoded = try WeightCompressor.encode(name: "w", tensor: denseTensor, config: config, threads: 2)
+    var sources: [(String, EncodedTensor)] = try encodings.map { name, config in
+        (name, try WeightCompressor.encode(name: "w", tensor: denseTensor, config: config, threads: 2))
+    }
+    // GGUF block types as a GGUF file stores them (random valid blocks), where the row length fits their blocks.
+    for type in ggmlTypes where inFeatures % type.blockLength == 0 {
+        sources.append(("GGUF " + type.name, try GGMLBlocks.tensor(type, rows: outFeatures, columns: inFeatures, generator: &generator)))
+    }
+    for (name, encoded) in sources {
         let fresh = {
             try! EncodedTensor(name: "w", shape: encoded.shape, sourceDType: .f32, encoding: encoded.encoding,
                                parts: encoded.parts.mapValues { $0.copied() })

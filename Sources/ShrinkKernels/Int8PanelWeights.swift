@@ -7,6 +7,7 @@ import ShrinkCore
 /// How each encoding maps onto codes:
 /// - affine weights (per tensor, per output channel, or per block of a multiple of 32 inputs),
 ///   dense or pruned: the stored codes, exactly (a pruned weight takes its block's zero code);
+///   two-level integer scales without offsets: the multipliers folded into byte codes when they fit;
 ///   4-bit blocks with integer block scales also keep their multipliers, so that they run in
 ///   the integer-scaled form (as per-channel bytes, the same results at every row count);
 /// - scalar palettes grouped along the output channels, dense or pruned: each group's LUT is
@@ -233,6 +234,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
     static func codeMatrix(_ weight: EncodedTensor) -> CodeMatrix? {
         let rows = weight.shape[0], columns = weight.shape[1]
         switch weight.encoding {
+        case .affine(let affine) where affine.superBlockSize != nil && affine.offsetDType == nil:
+            return foldedMultipliers(weight, affine)
         case .affine(let affine):
             guard let block = affineBlock(affine, columns: columns) else { return nil }
             let (blocksPerRow, scales, offsets) = PackedLinear.affineTables(weight, affine, block: block)
@@ -262,6 +265,29 @@ public final class Int8PanelWeights: @unchecked Sendable {
         case .dense:
             return nil
         }
+    }
+
+    /// Two-level integer scales without offsets (ggml's `Q3_K`, `Q6_K`: `w = S · m · q`, `m` per
+    /// block, `S` per super-block) with each block's multiplier folded into the codes:
+    /// `c = m · q + 127`, `a = S`, `o = 127 · S` per super-block (a multiple of 32 inputs), exactly,
+    /// when every `m · q` lies in −127…128 (always for `Q3_K`, whose `|m| ≤ 32` and `q ∈ −4…3`);
+    /// `nil` otherwise (they run through `PackedLinear`, exactly).
+    static func foldedMultipliers(_ weight: EncodedTensor, _ affine: AffineEncoding) -> CodeMatrix? {
+        let rows = weight.shape[0], columns = weight.shape[1]
+        guard let superBlock = affine.superBlockSize, superBlock % 32 == 0, columns % superBlock == 0, affine.symmetric,
+              case .perBlock(let block) = affine.granularity, let second = weight.parts["super_scales"]?.floats() else { return nil }
+        let multipliers = weight.parts["scales"]!.floats()
+        let stored = unpack(weight.parts["codes"]!.bytes, count: rows * columns, bits: affine.bits)
+        var codes = [UInt8](repeating: 0, count: rows * columns)
+        for index in 0..<(rows * columns) {
+            let (row, column) = index.quotientAndRemainder(dividingBy: columns)
+            let q = Int(stored[index]) - affine.codeOffset - affine.implicitZeroPoint
+            let folded = Int(multipliers[row * (columns / block) + column / block]) * q + 127
+            guard (0...255).contains(folded) else { return nil }
+            codes[index] = UInt8(folded)
+        }
+        return CodeMatrix(codes: codes, rowScales: second, rowOffsets: second.map { 127 * $0 }, weightBlock: superBlock, fourBit: false,
+                          rowLUTs: nil, exact: true)
     }
 
     /// A palette with block scales whose LUT is one `I8` table (ggml's `IQ4_NL`, `IQ4_XS`), exactly:
@@ -353,6 +379,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
         let zeroCode: (Int, Int) -> UInt8
         let keptCode: (Int, Int16) -> UInt8
         switch base {
+        case .affine(let affine) where affine.superBlockSize != nil && affine.offsetDType == nil:
+            return foldedMultipliers(weight, affine)
         case .affine(let affine):
             guard let block = affineBlock(affine, columns: columns) else { return nil }
             let (blocksPerRow, scales, offsets) = PackedLinear.affineTables(weight, affine, block: block)

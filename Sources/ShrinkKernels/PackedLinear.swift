@@ -19,8 +19,9 @@ import ShrinkCore
 ///   decoded by expanding the kept codes to their positions (AVX-512 `vpexpandd`) and zeroing the
 ///   pruned ones;
 /// - F16/BF16 values in place, widened by the vector kernels;
-/// - every other encoding (vector palettes, palettes with block scales, groups along the input
-///   axis, pruned F16/BF16 values): rows decoded by the reference reader, then the same dot kernel.
+/// - palettes with block scales: the LUT decode, then each block multiplied by its scale;
+/// - every other encoding (vector palettes, groups along the input axis, pruned F16/BF16 values):
+///   rows decoded by the reference reader, then the same dot kernel.
 public final class PackedLinear: LinearOperator, @unchecked Sendable {
     public let inFeatures: Int
     public let outFeatures: Int
@@ -38,8 +39,10 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
     enum Layout {
         /// Per row: `blocksPerRow` (scale, offset) pairs; `codes` row stride in bytes.
         case affine(codes: UnsafePointer<UInt8>, rowBytes: Int, fourBit: Bool, scales: [Float], offsets: [Float], block: Int, blocksPerRow: Int)
-        /// `luts[group]` has 16 (4-bit) or 256 entries; `rowGroup[row]`; `rowScale[row]` optional.
-        case palette(indices: UnsafePointer<UInt8>, rowBytes: Int, fourBit: Bool, luts: [[Float]], rowGroup: [Int], rowScale: [Float]?)
+        /// `luts[group]` has 16 (4-bit) or 256 entries; `rowGroup[row]`; `rowScale[row]` optional;
+        /// `blockScales` (a scale per block of `block` inputs, rows after rows) optional.
+        case palette(indices: UnsafePointer<UInt8>, rowBytes: Int, fourBit: Bool, luts: [[Float]], rowGroup: [Int], rowScale: [Float]?,
+                     blockScales: (values: [Float], block: Int)?)
         /// Pruned weights: per row, `maskRowBytes` bytes of mask bits and the row's kept codes from
         /// `keptStart[row]`; kept codes decode through `lut[rowGroup[row]]` (16 or 256 entries) or through
         /// per-row block scales and offsets.
@@ -101,11 +104,12 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
             let (pointer, rowBytes, fourBit) = codes(weight.parts["codes"]!, bits: affine.bits)
             return (.affine(codes: pointer, rowBytes: rowBytes, fourBit: fourBit, scales: rowScales, offsets: offsets,
                             block: block, blocksPerRow: blocksPerRow), unpacked)
-        case .palette(let palette) where palette.vectorSize == 1 && palette.channelAxis == 0 && palette.blockScales == nil:
+        case .palette(let palette) where palette.vectorSize == 1 && palette.channelAxis == 0:
             let (pointer, rowBytes, fourBit) = codes(weight.parts["indices"]!, bits: palette.bits)
             let (luts, rowGroup) = lookupTables(weight, palette, tableSize: fourBit ? 16 : 256)
+            let blockScales = weight.paletteBlockScales().map { ($0, palette.blockScales!.blockSize) }
             return (.palette(indices: pointer, rowBytes: rowBytes, fourBit: fourBit, luts: luts, rowGroup: rowGroup,
-                             rowScale: weight.parts["channel_scales"]?.floats()), unpacked)
+                             rowScale: weight.parts["channel_scales"]?.floats(), blockScales: blockScales), unpacked)
         case .sparse(_, let base):
             return repackSparse(weight, base: base) ?? (.generic(EncodedTensorReader(weight)), nil)
         case .dense(let dtype) where dtype == .f16 || dtype == .bf16:
@@ -209,7 +213,7 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
     /// Per-output-channel scales that multiply a row's result (channel-scaled palettes).
     var outputScales: [Float]? {
         switch layout {
-        case .palette(_, _, _, _, _, let scale): scale
+        case .palette(_, _, _, _, _, let scale, _): scale
         case .sparse(_, _, _, _, _, _, _, _, _, _, let scale): scale
         default: nil
         }
@@ -227,7 +231,7 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
                                       o.baseAddress! + row * blocksPerRow, block, scratch: scratch)
                 }
             }
-        case .palette(let indices, let rowBytes, true, let luts, let rowGroup, _):
+        case .palette(let indices, let rowBytes, true, let luts, let rowGroup, _, nil):
             return luts[rowGroup[row]].withUnsafeBufferPointer { lut in
                 variant.dotLUT4(indices + row * rowBytes, x, inFeatures, lut.baseAddress!, scratch: scratch)
             }
@@ -260,12 +264,21 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
                     }
                 }
             }
-        case .palette(let indices, let rowBytes, let fourBit, let luts, let rowGroup, _):
+        case .palette(let indices, let rowBytes, let fourBit, let luts, let rowGroup, _, let blockScales):
             luts[rowGroup[row]].withUnsafeBufferPointer { lut in
                 if fourBit {
                     variant.decodeLUT4(indices + row * rowBytes, inFeatures, lut.baseAddress!, out)
                 } else {
                     variant.decodeLUT8(indices + row * rowBytes, inFeatures, lut.baseAddress!, out)
+                }
+            }
+            if let (values, block) = blockScales {
+                let blocksPerRow = (inFeatures + block - 1) / block
+                values.withUnsafeBufferPointer { scales in
+                    for index in 0..<blocksPerRow {
+                        let scale = scales[row * blocksPerRow + index]
+                        for column in (index * block)..<min(inFeatures, (index + 1) * block) { out[column] *= scale }
+                    }
                 }
             }
         case .sparse(let mask, let maskRowBytes, let kept, let keptStart, let luts, let rowGroup, let scales, let offsets, let block,
