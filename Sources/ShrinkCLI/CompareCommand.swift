@@ -37,7 +37,7 @@ enum CompareCommand {
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let configurations = try comparison.run(scratch: scratch, progress: console.progress(total: comparison.stepCount))
-        let report = ComparisonReport(task: task.name, accuracyMetric: task.accuracyMetric, driftMetrics: task.driftMetrics, configurations: configurations)
+        let report = ComparisonReport(task: task, configurations: configurations)
         try report.write(to: output)
         console.print(report.table())
         console.print("Reports: \((output as NSString).appendingPathComponent("report.json")), report.csv, report.md, pareto.svg")
@@ -73,7 +73,7 @@ enum MergeCommand {
         guard !inputs.isEmpty else { throw UsageError(command: spec.name, message: "missing option --reports <report.json>...") }
         guard let output = arguments.value("--output") else { throw UsageError(command: spec.name, message: "missing option --output <folder>") }
         let taskName = arguments.value("--task") ?? "stsb"
-        guard let metrics = EvaluationTasks.metrics(of: taskName) else {
+        guard let metrics = EvaluationTasks.description(of: taskName) else {
             throw UsageError(command: spec.name, message: "unknown task '\(taskName)'; expected one of \(EvaluationTasks.names.joined(separator: ", "))")
         }
         var merged: [ConfigurationReport] = []
@@ -89,7 +89,8 @@ enum MergeCommand {
             }
         }
         merged.sort { ($0.name == "baseline" ? 0 : 1, $0.name) < ($1.name == "baseline" ? 0 : 1, $1.name) }
-        let report = ComparisonReport(task: taskName, accuracyMetric: metrics.accuracy, driftMetrics: metrics.drift, configurations: merged)
+        let report = ComparisonReport(task: taskName, accuracyMetric: metrics.accuracy, accuracyDirection: metrics.direction, driftMetrics: metrics.drift,
+                                      workloads: metrics.workloads, configurations: merged)
         try report.write(to: output)
         console.print(report.table())
         return 0

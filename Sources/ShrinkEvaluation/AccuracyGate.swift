@@ -81,13 +81,10 @@ public enum AccuracyGate {
         case .compressed(let path):
             weights = path
         }
-        let baseline = try known ?? task.load(weights: model.weightsPath, threads: threads).evaluate()
-        let evaluation = try task.load(weights: weights, threads: threads).evaluate()
-        var metrics = evaluation.metrics
+        let baseline = try known ?? task.evaluateBaseline(try task.load(weights: model.weightsPath, threads: threads))
+        let metrics = try task.evaluate(try task.load(weights: weights, threads: threads), against: baseline)
         let baselineAccuracy = baseline.metrics[task.accuracyMetric] ?? .nan
-        let drop = baselineAccuracy - (metrics[task.accuracyMetric] ?? .nan)
-        metrics[task.accuracyMetric + "_drop"] = drop
-        metrics.merge(task.drift(evaluation, baseline: baseline)) { $1 }
+        let drop = metrics[task.accuracyMetric + "_drop"] ?? .nan
         var failures: [String] = []
         if let maxDrop = thresholds.maxDrop, !(drop <= maxDrop) {
             failures.append(String(format: "%@ drop %.3f exceeds %.3f", task.accuracyMetric, drop, maxDrop))

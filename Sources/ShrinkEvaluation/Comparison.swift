@@ -16,16 +16,19 @@ public struct ConfigurationReport: Codable, Sendable, Equatable {
     public var bitsPerWeight: Double
     /// Bits per weight over the compressed tensors only (nil for the baseline).
     public var compressedBitsPerWeight: Double?
-    /// The task's accuracy metric, its drop against the baseline, and the drift metrics.
+    /// The task's accuracy metric, its drop against the baseline (positive: worse), and the drift metrics.
     public var metrics: [String: Double]
-    public var latency: Latency
+    /// Per timed workload of the task (`LatencyWorkload`): its figures and its speedup against the
+    /// baseline (for STS-B `batch1_median_ms`, `batch1_p90_ms`, `batch1_speedup`,
+    /// `batch32_sentences_per_second`, `batch32_speedup`).
+    public var latency: [String: Double]
     /// Seconds to compress (0 for the baseline).
     public var compressSeconds: Double
     /// The compressed tensors with the lowest weight SNR, worst first.
     public var worstLayers: [LayerError]
 
     public init(name: String, recipe: String?, bytes: Int, bitsPerWeight: Double, compressedBitsPerWeight: Double?, metrics: [String: Double],
-                latency: Latency, compressSeconds: Double, worstLayers: [LayerError]) {
+                latency: [String: Double], compressSeconds: Double, worstLayers: [LayerError]) {
         self.name = name
         self.recipe = recipe
         self.bytes = bytes
@@ -35,30 +38,6 @@ public struct ConfigurationReport: Codable, Sendable, Equatable {
         self.latency = latency
         self.compressSeconds = compressSeconds
         self.worstLayers = worstLayers
-    }
-
-    public struct Latency: Codable, Sendable, Equatable {
-        public var batch1MedianMs: Double
-        public var batch1P90Ms: Double
-        public var batch32SentencesPerSecond: Double
-        /// Baseline batch-1 median over this one (> 1: faster than the baseline).
-        public var batch1Speedup: Double
-        /// This batch-32 throughput over the baseline's.
-        public var batch32Speedup: Double
-
-        public init(batch1MedianMs: Double, batch1P90Ms: Double, batch32SentencesPerSecond: Double, batch1Speedup: Double, batch32Speedup: Double) {
-            self.batch1MedianMs = batch1MedianMs
-            self.batch1P90Ms = batch1P90Ms
-            self.batch32SentencesPerSecond = batch32SentencesPerSecond
-            self.batch1Speedup = batch1Speedup
-            self.batch32Speedup = batch32Speedup
-        }
-
-        enum CodingKeys: String, CodingKey {
-            case batch1MedianMs = "batch1_median_ms", batch1P90Ms = "batch1_p90_ms"
-            case batch32SentencesPerSecond = "batch32_sentences_per_second"
-            case batch1Speedup = "batch1_speedup", batch32Speedup = "batch32_speedup"
-        }
     }
 
     public struct LayerError: Codable, Sendable, Equatable {
@@ -139,13 +118,16 @@ public struct Comparison {
             throw CompressionError.unreadableRecipe(file: duplicate, reason: "two configurations are named '\(duplicate)'; recipe file names must differ")
         }
         struct Prepared {
+            let index: Int
             let position: Int
             let weights: String
             let summary: CompressionSummary?
             let model: any TaskModel
-            let evaluation: TaskEvaluation
+            /// Metrics with drop and drift against the baseline (empty for the baseline itself).
+            let metrics: [String: Double]
         }
         var prepared: [Prepared] = []
+        var baselineEvaluation: TaskEvaluation?
         for position in running {
             var weights = model.weightsPath
             var summary: CompressionSummary?
@@ -157,53 +139,78 @@ public struct Comparison {
             }
             progress?.begin("evaluating \(names[position]) on \(task.name)")
             let loaded = try task.load(weights: weights, threads: threads)
-            let evaluation = loaded.evaluate()
+            var metrics: [String: Double] = [:]
+            if let baselineEvaluation {
+                metrics = try task.evaluate(loaded, against: baselineEvaluation)
+            } else {
+                baselineEvaluation = try task.evaluateBaseline(loaded)
+            }
             progress?.end()
-            prepared.append(Prepared(position: position, weights: weights, summary: summary, model: loaded, evaluation: evaluation))
+            prepared.append(Prepared(index: prepared.count, position: position, weights: weights, summary: summary, model: loaded, metrics: metrics))
         }
-        // Latency, interleaved.
-        var batch1 = [[Double]](repeating: [], count: prepared.count)
-        var throughput = [[Double]](repeating: [], count: prepared.count)
+        // The baseline against itself: its metrics, no drop, no drift.
+        var baselineMetrics = baselineEvaluation!.metrics
+        baselineMetrics[task.accuracyMetric + "_drop"] = 0
+        let selfDrift = task.makeDrift(reference: baselineEvaluation!.outputs!)
+        for index in baselineEvaluation!.outputs!.chunks.indices {
+            let chunk = baselineEvaluation!.outputs!.chunks[index]
+            try baselineEvaluation!.outputs!.chunk(index).withUnsafeBufferPointer { try selfDrift.consume($0, rows: chunk.rows, width: chunk.width) }
+        }
+        baselineMetrics.merge(selfDrift.metrics) { $1 }
+        // Latency, interleaved: per configuration, every workload in turn; `samples[configuration][workload]`.
+        let workloads = task.latencyWorkloads
+        var samples = [[[Double]]](repeating: [[Double]](repeating: [], count: workloads.count), count: prepared.count)
         for item in prepared {
-            item.model.runLatencyItem(0)
-            if !item.model.throughputBatchSizes.isEmpty { item.model.runThroughputBatch(0) }
+            for workload in workloads.indices where item.model.itemCount(workload: workload) > 0 { item.model.run(workload: workload, item: 0) }
         }
         for round in 0..<rounds {
             for (index, item) in prepared.enumerated() {
                 progress?.begin("latency round \(round + 1)/\(rounds): \(names[item.position])")
-                for sentence in 0..<item.model.latencyItemCount {
-                    let start = DispatchTime.now().uptimeNanoseconds
-                    item.model.runLatencyItem(sentence)
-                    batch1[index].append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+                for (workload, kind) in workloads.map(\.kind).enumerated() {
+                    let items = item.model.itemCount(workload: workload)
+                    switch kind {
+                    case .latency:
+                        for element in 0..<items {
+                            let start = DispatchTime.now().uptimeNanoseconds
+                            item.model.run(workload: workload, item: element)
+                            samples[index][workload].append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+                        }
+                    case .throughput:
+                        let start = DispatchTime.now().uptimeNanoseconds
+                        for element in 0..<items { item.model.run(workload: workload, item: element) }
+                        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+                        let units = (0..<items).reduce(0) { $0 + item.model.units(workload: workload, item: $1) }
+                        samples[index][workload].append(Double(units) / max(seconds, 1e-9))
+                    }
                 }
-                let start = DispatchTime.now().uptimeNanoseconds
-                for batch in item.model.throughputBatchSizes.indices { item.model.runThroughputBatch(batch) }
-                let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-                throughput[index].append(Double(item.model.throughputBatchSizes.reduce(0, +)) / max(seconds, 1e-9))
                 progress?.end()
             }
         }
         progress?.finish()
         let baseline = prepared[0]
-        let baselineBatch1 = Self.percentile(batch1[0], 0.5), baselineThroughput = Self.percentile(throughput[0], 0.5)
         let totalElements = try SafetensorsFile(path: model.weightsPath).entries.reduce(0) { $0 + $1.shape.reduce(1, *) }
         return prepared.enumerated().filter { positions.contains($0.element.position) }.map { index, item in
-            var metrics = item.evaluation.metrics
-            let accuracy = metrics[task.accuracyMetric] ?? .nan
-            metrics[task.accuracyMetric + "_drop"] = (baseline.evaluation.metrics[task.accuracyMetric] ?? .nan) - accuracy
-            metrics.merge(task.drift(item.evaluation, baseline: baseline.evaluation)) { $1 }
             let bytes = (try? FileManager.default.attributesOfItem(atPath: item.weights)[.size] as? Int) ?? 0
-            let median = Self.percentile(batch1[index], 0.5), rate = Self.percentile(throughput[index], 0.5)
+            var latency: [String: Double] = [:]
+            for (workload, description) in workloads.enumerated() {
+                let median = Self.percentile(samples[index][workload], 0.5), base = Self.percentile(samples[0][workload], 0.5)
+                latency[description.key] = median
+                switch description.kind {
+                case .latency:
+                    latency[description.name + "_p90_ms"] = Self.percentile(samples[index][workload], 0.9)
+                    latency[description.name + "_speedup"] = base / median
+                case .throughput:
+                    latency[description.name + "_speedup"] = median / base
+                }
+            }
             let worst = (item.summary?.tensors ?? []).compactMap { tensor in
                 tensor.snrDecibels.map { ConfigurationReport.LayerError(name: tensor.name, encoding: tensor.encoding, snrDecibels: $0) }
             }.sorted { $0.snrDecibels < $1.snrDecibels }
             return ConfigurationReport(
                 name: names[item.position], recipe: item.position == 0 ? nil : recipes[item.position - 1], bytes: bytes,
                 bitsPerWeight: item.summary?.overallBitsPerWeight ?? Double(bytes * 8) / Double(max(totalElements, 1)),
-                compressedBitsPerWeight: item.summary?.compressedBitsPerWeight, metrics: metrics,
-                latency: .init(batch1MedianMs: median, batch1P90Ms: Self.percentile(batch1[index], 0.9), batch32SentencesPerSecond: rate,
-                               batch1Speedup: baselineBatch1 / median, batch32Speedup: rate / baselineThroughput),
-                compressSeconds: item.summary?.seconds ?? 0, worstLayers: Array(worst.prefix(5)))
+                compressedBitsPerWeight: item.summary?.compressedBitsPerWeight, metrics: item.index == 0 ? baselineMetrics : item.metrics,
+                latency: latency, compressSeconds: item.summary?.seconds ?? 0, worstLayers: Array(worst.prefix(5)))
         }
     }
 

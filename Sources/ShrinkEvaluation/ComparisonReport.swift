@@ -6,14 +6,35 @@ import ShrinkIO
 public struct ComparisonReport: Sendable {
     public var task: String
     public var accuracyMetric: String
+    public var accuracyDirection: MetricDirection
     public var driftMetrics: [String]
+    public var workloads: [LatencyWorkload]
     public var configurations: [ConfigurationReport]
 
-    public init(task: String, accuracyMetric: String, driftMetrics: [String], configurations: [ConfigurationReport]) {
+    public init(task: String, accuracyMetric: String, accuracyDirection: MetricDirection, driftMetrics: [String], workloads: [LatencyWorkload],
+                configurations: [ConfigurationReport]) {
         self.task = task
         self.accuracyMetric = accuracyMetric
+        self.accuracyDirection = accuracyDirection
         self.driftMetrics = driftMetrics
+        self.workloads = workloads
         self.configurations = configurations
+    }
+
+    /// The report of `configurations` measured on `task`.
+    public init(task: any EvaluationTask, configurations: [ConfigurationReport]) {
+        self.init(task: task.name, accuracyMetric: task.accuracyMetric, accuracyDirection: task.accuracyDirection, driftMetrics: task.driftMetrics,
+                  workloads: task.latencyWorkloads, configurations: configurations)
+    }
+
+    /// The latency keys of every workload, in report order, with their decimals.
+    var latencyColumns: [(key: String, digits: Int)] {
+        workloads.flatMap { workload -> [(key: String, digits: Int)] in
+            switch workload.kind {
+            case .latency: [(workload.key, 3), (workload.name + "_p90_ms", 3), (workload.name + "_speedup", 2)]
+            case .throughput: [(workload.key, 1), (workload.name + "_speedup", 2)]
+            }
+        }
     }
 
     /// The metric columns, in order.
@@ -41,15 +62,15 @@ public struct ComparisonReport: Sendable {
 
     /// Rows of cells: a header, then one row per configuration.
     func rows() -> [[String]] {
-        let header = ["name", "bytes", "bits_per_weight", "compressed_bits_per_weight"] + metricColumns
-            + ["batch1_median_ms", "batch1_p90_ms", "batch1_speedup", "batch32_sentences_per_second", "batch32_speedup", "compress_seconds"]
-        return [header] + configurations.map { item in
-            [item.name, String(item.bytes), Self.number(item.bitsPerWeight, 3), item.compressedBitsPerWeight.map { Self.number($0, 3) } ?? ""]
-                + metricColumns.map { item.metrics[$0].map { Self.number($0, $0.magnitude < 1.5 && $0 != 0 ? 5 : 2) } ?? "" }
-                + [Self.number(item.latency.batch1MedianMs, 3), Self.number(item.latency.batch1P90Ms, 3), Self.number(item.latency.batch1Speedup, 2),
-                   Self.number(item.latency.batch32SentencesPerSecond, 1), Self.number(item.latency.batch32Speedup, 2),
-                   Self.number(item.compressSeconds, 2)]
+        let columns = latencyColumns
+        let header: [String] = ["name", "bytes", "bits_per_weight", "compressed_bits_per_weight"] + metricColumns + columns.map(\.key) + ["compress_seconds"]
+        let body: [[String]] = configurations.map { item in
+            let sizes: [String] = [item.name, String(item.bytes), Self.number(item.bitsPerWeight, 3), item.compressedBitsPerWeight.map { Self.number($0, 3) } ?? ""]
+            let metrics: [String] = metricColumns.map { item.metrics[$0].map { Self.number($0, $0.magnitude < 1.5 && $0 != 0 ? 5 : 2) } ?? "" }
+            let latency: [String] = columns.map { Self.number(item.latency[$0.key] ?? .nan, $0.digits) }
+            return sizes + metrics + latency + [Self.number(item.compressSeconds, 2)]
         }
+        return [header] + body
     }
 
     static func number(_ value: Double, _ digits: Int) -> String { value.isFinite ? String(format: "%.\(digits)f", value) : "nan" }
@@ -78,16 +99,19 @@ public struct ComparisonReport: Sendable {
 
     /// The terminal table: aligned columns, fewer of them.
     public func table() -> String {
-        let header = ["configuration", "MB", "bits/w", accuracyMetric, "drop"] + driftMetrics + ["b1 ms", "b1 ×", "b32 /s", "b32 ×", "compress s"]
-        let body = configurations.map { item -> [String] in
-            [item.name, Self.number(Double(item.bytes) / 1e6, 2), Self.number(item.bitsPerWeight, 2),
-             Self.number(item.metrics[accuracyMetric] ?? .nan, 2), Self.number(item.metrics[accuracyMetric + "_drop"] ?? .nan, 2)]
-                + driftMetrics.map { Self.number(item.metrics[$0] ?? .nan, 5) }
-                + [Self.number(item.latency.batch1MedianMs, 2), Self.number(item.latency.batch1Speedup, 2),
-                   Self.number(item.latency.batch32SentencesPerSecond, 0), Self.number(item.latency.batch32Speedup, 2),
-                   Self.number(item.compressSeconds, 2)]
+        let timed: [String] = workloads.flatMap { [$0.column, $0.column.split(separator: " ").first.map { "\($0) ×" } ?? "×"] }
+        let header: [String] = ["configuration", "MB", "bits/w", accuracyMetric, "drop"] + driftMetrics + timed + ["compress s"]
+        let body: [[String]] = configurations.map { item -> [String] in
+            let sizes: [String] = [item.name, Self.number(Double(item.bytes) / 1e6, 2), Self.number(item.bitsPerWeight, 2),
+                                   Self.number(item.metrics[accuracyMetric] ?? .nan, 2), Self.number(item.metrics[accuracyMetric + "_drop"] ?? .nan, 2)]
+            let drift: [String] = driftMetrics.map { Self.number(item.metrics[$0] ?? .nan, 5) }
+            let latency: [String] = workloads.flatMap { workload -> [String] in
+                let digits = if case .latency = workload.kind { 2 } else { 0 }
+                return [Self.number(item.latency[workload.key] ?? .nan, digits), Self.number(item.latency[workload.name + "_speedup"] ?? .nan, 2)]
+            }
+            return sizes + drift + latency + [Self.number(item.compressSeconds, 2)]
         }
-        let all = [header] + body
+        let all: [[String]] = [header] + body
         let widths = header.indices.map { column in all.map { $0[column].count }.max()! }
         return all.map { row in
             row.enumerated().map { column, cell in
@@ -98,13 +122,15 @@ public struct ComparisonReport: Sendable {
     }
 
     /// Indices of the configurations on the Pareto front: no other is at most as large and at
-    /// least as accurate with one of the two strictly better.
+    /// least as accurate (by the metric's direction) with one of the two strictly better.
     public func paretoFront() -> [Int] {
-        let points = configurations.map { (size: Double($0.bytes), accuracy: $0.metrics[accuracyMetric] ?? -.infinity) }
+        let worst: Double = accuracyDirection == .higherIsBetter ? -.infinity : .infinity
+        let points = configurations.map { (size: Double($0.bytes), accuracy: $0.metrics[accuracyMetric] ?? worst) }
+        let direction = accuracyDirection
         return points.indices.filter { index in
             !points.indices.contains { other in
-                other != index && points[other].size <= points[index].size && points[other].accuracy >= points[index].accuracy
-                    && (points[other].size < points[index].size || points[other].accuracy > points[index].accuracy)
+                other != index && points[other].size <= points[index].size && direction.atLeastAsGood(points[other].accuracy, as: points[index].accuracy)
+                    && (points[other].size < points[index].size || points[other].accuracy != points[index].accuracy)
             }
         }
     }

@@ -8,9 +8,14 @@ import ShrinkModels
 public struct STSTask: EvaluationTask {
     static let accuracy = "spearman"
     static let drift = ["mean_cosine", "min_cosine"]
+    /// Sentences one at a time, and batches of 32 sentences sorted by length.
+    static let workloads = [LatencyWorkload(name: "batch1", kind: .latency, column: "b1 ms"),
+                            LatencyWorkload(name: "batch32", kind: .throughput(unit: "sentences"), column: "b32 /s")]
     public let name = "stsb"
     public let accuracyMetric = STSTask.accuracy
+    public let accuracyDirection = MetricDirection.higherIsBetter
     public let driftMetrics = STSTask.drift
+    public let latencyWorkloads = STSTask.workloads
     public let pairs: [STSPair]
     /// Folder with `config.json`, `vocab.txt` and the pooling config.
     public let base: String
@@ -39,12 +44,9 @@ public struct STSTask: EvaluationTask {
         return STSModel(task: self, encoder: encoder)
     }
 
-    public func drift(_ outputs: TaskEvaluation, baseline: TaskEvaluation) -> [String: Double] {
-        let cosines = zip(outputs.outputs, baseline.outputs).map { Self.cosine($0, $1) }
-        return ["mean_cosine": cosines.reduce(0, +) / Double(max(cosines.count, 1)), "min_cosine": cosines.min() ?? 1]
-    }
+    public func makeDrift(reference: TaskOutputs) -> any DriftAccumulator { CosineDrift(reference: reference) }
 
-    static func cosine(_ a: [Float], _ b: [Float]) -> Double {
+    static func cosine(_ a: some Collection<Float>, _ b: some Collection<Float>) -> Double {
         var dot = 0.0, normA = 0.0, normB = 0.0
         for (x, y) in zip(a, b) {
             dot += Double(x) * Double(y)
@@ -53,6 +55,32 @@ public struct STSTask: EvaluationTask {
         }
         return dot / max((normA * normB).squareRoot(), 1e-30)
     }
+}
+
+/// Drift of sentence embeddings: the cosine between each embedding and the reference's embedding
+/// of the same sentence, as mean and minimum over the sentences.
+final class CosineDrift: DriftAccumulator {
+    let reference: TaskOutputs
+    var chunk = 0
+    var sum = 0.0, minimum = 1.0, count = 0
+
+    init(reference: TaskOutputs) { self.reference = reference }
+
+    func consume(_ outputs: UnsafeBufferPointer<Float>, rows: Int, width: Int) throws {
+        guard chunk < reference.chunks.count, reference.chunks[chunk].rows == rows, reference.chunks[chunk].width == width else {
+            throw DatasetError.cannotRead(path: reference.path, reason: "chunk \(chunk) does not match the reference's")
+        }
+        let expected = try reference.chunk(chunk)
+        chunk += 1
+        for row in 0..<rows {
+            let cosine = STSTask.cosine(outputs[(row * width)..<((row + 1) * width)], expected[(row * width)..<((row + 1) * width)])
+            sum += cosine
+            minimum = min(minimum, cosine)
+            count += 1
+        }
+    }
+
+    var metrics: [String: Double] { ["mean_cosine": sum / Double(max(count, 1)), "min_cosine": count == 0 ? 1 : minimum] }
 }
 
 /// An encoder loaded for STS-B, with the task's inputs tokenized once.
@@ -73,21 +101,31 @@ final class STSModel: TaskModel {
         throughputBatches = stride(from: 0, to: sorted.count, by: 32).map { Array(sorted[$0..<min($0 + 32, sorted.count)]) }
     }
 
-    func evaluate() -> TaskEvaluation {
-        // Batches of 32 in length order (less work per batch), results put back in pair order.
+    /// Rows of a streamed chunk.
+    static let chunkRows = 256
+
+    /// Embeds in batches of 32 in length order (less work per batch), then streams the embeddings
+    /// in pair order (both sentences of each pair), `chunkRows` at a time.
+    func evaluate(streamingTo sink: any OutputSink) throws -> [String: Double] {
         let order = sentences.indices.sorted { sentences[$0].count < sentences[$1].count }
         var embeddings = [[Float]](repeating: [], count: sentences.count)
         for start in stride(from: 0, to: order.count, by: 32) {
             let batch = Array(order[start..<min(start + 32, order.count)])
             for (index, embedding) in zip(batch, encoder.embed(batch.map { sentences[$0] })) { embeddings[index] = embedding }
         }
+        let width = encoder.dimension
+        for start in stride(from: 0, to: embeddings.count, by: Self.chunkRows) {
+            let rows = min(Self.chunkRows, embeddings.count - start)
+            try embeddings[start..<(start + rows)].flatMap { $0 }.withUnsafeBufferPointer { try sink.consume($0, rows: rows, width: width) }
+        }
         let similarities = task.pairs.indices.map { STSTask.cosine(embeddings[2 * $0], embeddings[2 * $0 + 1]) }
-        let spearman = 100 * RankCorrelation.spearman(similarities, task.pairs.map(\.score))
-        return TaskEvaluation(metrics: ["spearman": spearman], outputs: embeddings)
+        return ["spearman": 100 * RankCorrelation.spearman(similarities, task.pairs.map(\.score))]
     }
 
-    var latencyItemCount: Int { latencyInputs.count }
-    func runLatencyItem(_ index: Int) { _ = encoder.embed([latencyInputs[index]]) }
-    var throughputBatchSizes: [Int] { throughputBatches.map(\.count) }
-    func runThroughputBatch(_ index: Int) { _ = encoder.embed(throughputBatches[index]) }
+    func itemCount(workload: Int) -> Int { workload == 0 ? latencyInputs.count : throughputBatches.count }
+    func units(workload: Int, item: Int) -> Int { workload == 0 ? 1 : throughputBatches[item].count }
+
+    func run(workload: Int, item: Int) {
+        _ = encoder.embed(workload == 0 ? [latencyInputs[item]] : throughputBatches[item])
+    }
 }

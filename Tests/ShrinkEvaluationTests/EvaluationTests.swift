@@ -44,11 +44,13 @@ import ShrinkTestSupport
     static func configuration(_ name: String, bytes: Int, spearman: Double) -> ConfigurationReport {
         ConfigurationReport(name: name, recipe: name == "baseline" ? nil : "recipes/\(name).json", bytes: bytes, bitsPerWeight: Double(bytes) / 1e6,
                             compressedBitsPerWeight: nil, metrics: ["spearman": spearman, "spearman_drop": 82 - spearman, "mean_cosine": 0.99, "min_cosine": .nan],
-                            latency: .init(batch1MedianMs: 1, batch1P90Ms: 2, batch32SentencesPerSecond: 1000, batch1Speedup: 1, batch32Speedup: 1),
+                            latency: ["batch1_median_ms": 1, "batch1_p90_ms": 2, "batch1_speedup": 1, "batch32_sentences_per_second": 1000, "batch32_speedup": 1],
                             compressSeconds: 0.5, worstLayers: [.init(name: "layer, \"odd\"", encoding: "int8", snrDecibels: 40)])
     }
 
-    static let report = ComparisonReport(task: "stsb", accuracyMetric: "spearman", driftMetrics: ["mean_cosine", "min_cosine"], configurations: [
+    static let report = ComparisonReport(task: "stsb", accuracyMetric: "spearman", accuracyDirection: .higherIsBetter,
+                                         driftMetrics: ["mean_cosine", "min_cosine"], workloads: EvaluationTasks.description(of: "stsb")!.workloads,
+                                         configurations: [
         configuration("baseline", bytes: 90, spearman: 82), configuration("a", bytes: 20, spearman: 81.9), configuration("b", bytes: 25, spearman: 81.5),
         configuration("c", bytes: 10, spearman: 70), configuration("d", bytes: 20, spearman: 81.9),
     ])
@@ -86,5 +88,35 @@ import ShrinkTestSupport
         process.waitUntilExit()
         #expect(process.terminationStatus == 0, "pareto.svg is not well-formed XML")
         for name in ["baseline", "a", "b", "c", "d"] { #expect(labels.contains(name), "no label for \(name)") }
+    }
+}
+
+/// What tasks declare: the direction of their metric (drops and Pareto fronts follow it), their
+/// workloads (report keys), and drift streamed against outputs kept chunk by chunk.
+@Suite struct TaskDeclarationTests {
+    @Test func dropsAndFrontsFollowTheMetricsDirection() {
+        #expect(MetricDirection.higherIsBetter.drop(from: 82, to: 81) == 1)
+        #expect(MetricDirection.lowerIsBetter.drop(from: 20, to: 21) == 1)
+        func configuration(_ name: String, bytes: Int, perplexity: Double) -> ConfigurationReport {
+            ConfigurationReport(name: name, recipe: nil, bytes: bytes, bitsPerWeight: 1, compressedBitsPerWeight: nil, metrics: ["perplexity": perplexity],
+                                latency: [:], compressSeconds: 0, worstLayers: [])
+        }
+        let report = ComparisonReport(task: "perplexity", accuracyMetric: "perplexity", accuracyDirection: .lowerIsBetter, driftMetrics: [],
+                                      workloads: [LatencyWorkload(name: "decode", kind: .throughput(unit: "tokens"), column: "dec /s")],
+                                      configurations: [configuration("base", bytes: 100, perplexity: 19), configuration("q4", bytes: 30, perplexity: 20),
+                                                       configuration("worse", bytes: 40, perplexity: 22), configuration("q2", bytes: 20, perplexity: 30)])
+        #expect(report.paretoFront() == [0, 1, 3])
+        #expect(report.csv().hasPrefix("name,bytes,bits_per_weight,compressed_bits_per_weight,perplexity,perplexity_drop,decode_tokens_per_second,decode_speedup,compress_seconds"))
+        #expect(report.table().contains("dec /s") && report.table().contains("dec ×"))
+    }
+
+    @Test func referenceOutputsComeBackChunkByChunk() throws {
+        let outputs = try TaskOutputs()
+        let first: [Float] = [1, 2, 3, 4, 5, 6], second: [Float] = [-1, 0.5]
+        try first.withUnsafeBufferPointer { try outputs.consume($0, rows: 3, width: 2) }
+        try second.withUnsafeBufferPointer { try outputs.consume($0, rows: 1, width: 2) }
+        #expect(outputs.chunks.map(\.rows) == [3, 1])
+        #expect(try outputs.chunk(1) == second)
+        #expect(try outputs.chunk(0) == first)
     }
 }

@@ -26,7 +26,7 @@ import ShrinkTesting
         for recipe in shipped {
             let gate = try RecipeGate.load(path: RecipeGate.path(forRecipe: recipe))
             let task = try EvaluationTasks.make(name: gate.task, data: nil, base: TestModels.miniLM, limit: gate.limit)
-            if baselines[gate.limit] == nil { baselines[gate.limit] = try task.load(weights: model.weightsPath, threads: 2).evaluate() }
+            if baselines[gate.limit] == nil { baselines[gate.limit] = try task.evaluateBaseline(try task.load(weights: model.weightsPath, threads: 2)) }
             let outcome = try ShrinkExpect.accuracy(model: model, .recipe(recipe), task: task, thresholds: gate.thresholds,
                                                     baseline: baselines[gate.limit]!)
             #expect(outcome.metrics["spearman"] != nil && outcome.worstLayers.count == 5, "\(recipe): \(outcome.message)")
