@@ -51,6 +51,49 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
         }
     }
 
+    /// The half-block form (`shrink_gemm_u8s8_half_blocks`): two multipliers per activation block.
+    func halfBlockGemm(_ w: Int8PanelWeights, _ half: Int8PanelWeights.HalfBlocks, panels: Range<Int>, xq: UnsafePointer<Int8>,
+                       xScales: UnsafePointer<Float>, rows: Int, y: UnsafeMutablePointer<Float>, ldy: Int, bias: UnsafePointer<Float>?) {
+        let codes = UnsafePointer(w.codes.baseAddress!), multipliers = UnsafePointer(half.multipliers.baseAddress!)
+        let superScales = UnsafePointer(half.superScales.baseAddress!)
+        switch self {
+        case .avx512vnni:
+            shrink_gemm_u8s8_half_blocks(codes, multipliers, superScales, half.zero, w.rows, w.paddedColumns, half.blocksPerSuper,
+                                         panels.lowerBound, panels.upperBound, xq, xScales, rows, y, ldy, bias)
+        case .avx2:
+            shrink_gemm_u8s8_half_blocks_avx2(codes, multipliers, superScales, half.zero, w.rows, w.paddedColumns, half.blocksPerSuper,
+                                              panels.lowerBound, panels.upperBound, xq, xScales, rows, y, ldy, bias)
+        case .swift:
+            let kpad = w.paddedColumns, blocks = kpad / 32, halves = kpad / 16, supers = blocks / half.blocksPerSuper
+            for panel in panels {
+                for lane in 0..<16 where panel * 16 + lane < w.rows {
+                    for m in 0..<rows {
+                        var acc: Float = 0
+                        for s in 0..<supers {
+                            var part: Float = 0
+                            for block in (s * half.blocksPerSuper)..<((s + 1) * half.blocksPerSuper) {
+                                var dot: Int32 = 0
+                                for h in 0..<2 {
+                                    var d: Int32 = 0, sum: Int32 = 0
+                                    for i in 0..<16 {
+                                        let input = block * 32 + h * 16 + i
+                                        let x = Int32(xq[m * kpad + input])
+                                        d += Int32(w.code(panel: panel, lane: lane, input: input, codes: codes, luts: nil)) * x
+                                        sum += x
+                                    }
+                                    dot += Int32(multipliers[(panel * halves + 2 * block + h) * 16 + lane]) * (d - half.zero * sum)
+                                }
+                                part = part.addingProduct(Float(dot), xScales[m * blocks + block])
+                            }
+                            acc = acc.addingProduct(part, superScales[(panel * supers + s) * 16 + lane])
+                        }
+                        y[m * ldy + panel * 16 + lane] = acc + (bias?[panel * 16 + lane] ?? 0)
+                    }
+                }
+            }
+        }
+    }
+
     /// `y[m · ldy + c]` for `m < rows` and the channels of panels `panels` (see
     /// `shrink_gemm_u8s8_panels`).
     func gemm(_ w: Int8PanelWeights, panels: Range<Int>, xq: UnsafePointer<Int8>, xScales: UnsafePointer<Float>,
@@ -62,6 +105,10 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
         let zeroPoints = w.zeroPoints.map { UnsafePointer($0.baseAddress!) }
         let multipliers = w.multipliers.map { UnsafePointer($0.baseAddress!) }
         let channelScales = w.channelScales.map { UnsafePointer($0.baseAddress!) }
+        if let half = w.halfBlocks {
+            halfBlockGemm(w, half, panels: panels, xq: xq, xScales: xScales, rows: rows, y: y, ldy: ldy, bias: bias)
+            return
+        }
         switch self {
         case .avx512vnni:
             shrink_gemm_u8s8_panels(codes, w.fourBit ? 1 : 0, luts, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,

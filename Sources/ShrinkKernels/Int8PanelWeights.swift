@@ -48,11 +48,23 @@ public final class Int8PanelWeights: @unchecked Sendable {
     let multipliers: UnsafeMutableBufferPointer<UInt8>?
     /// The `S`s of `multipliers`, 16 per panel.
     let channelScales: UnsafeMutableBufferPointer<Float>?
+    /// The half-block form (see `HalfBlocks`), or nil.
+    let halfBlocks: HalfBlocks?
+
+    /// Multipliers per 16 inputs of byte codes (ggml's `Q6_K`, see `shrink_gemm_u8s8_half_blocks`):
+    /// per panel and 16 inputs, 16 int8 multipliers; per panel and super-block, 16 float scales.
+    struct HalfBlocks {
+        let multipliers: UnsafeMutableBufferPointer<Int8>
+        let superScales: UnsafeMutableBufferPointer<Float>
+        let zero: Int32
+        /// Activation blocks (32 inputs) per super-block.
+        let blocksPerSuper: Int
+    }
 
     /// Bytes held by the packed weight (codes, LUTs, scales, offsets, zero points and multipliers).
     public var byteCount: Int {
         codes.count + (luts?.count ?? 0) + 4 * (scales.count + offsets.count + (channelScales?.count ?? 0)) + (zeroPoints?.count ?? 0)
-            + (multipliers?.count ?? 0)
+            + (multipliers?.count ?? 0) + (halfBlocks.map { $0.multipliers.count + 4 * $0.superScales.count } ?? 0)
     }
 
     /// Whether 4-bit codes run in the integer-scaled form (see `shrink_kernels.h`).
@@ -75,11 +87,18 @@ public final class Int8PanelWeights: @unchecked Sendable {
 
     /// Repacks `weight`, or `nil` when its encoding is not covered (see the type's documentation).
     public convenience init?(weight: EncodedTensor) {
-        guard weight.shape.count == 2, let matrix = Self.codeMatrix(weight) else { return nil }
-        self.init(matrix, rows: weight.shape[0], columns: weight.shape[1])
+        guard weight.shape.count == 2 else { return nil }
+        if let matrix = Self.codeMatrix(weight) {
+            self.init(matrix, rows: weight.shape[0], columns: weight.shape[1])
+        } else if let (matrix, halfBlocks) = Self.halfBlockForm(weight) {
+            self.init(matrix, rows: weight.shape[0], columns: weight.shape[1], halfBlocks: halfBlocks)
+        } else {
+            return nil
+        }
     }
 
-    init(_ matrix: CodeMatrix, rows: Int, columns: Int) {
+    init(_ matrix: CodeMatrix, rows: Int, columns: Int, halfBlocks: HalfBlocks? = nil) {
+        self.halfBlocks = halfBlocks
         self.rows = rows
         self.columns = columns
         paddedColumns = max(32, (columns + 31) / 32 * 32)
@@ -137,8 +156,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
         (multipliers, channelScales) = zeroPoints.flatMap { zeroPoints in
             matrix.integerScales.flatMap { Self.panelMultipliers($0, zeroPoints: zeroPoints, rows: rows, weightBlocks: weightBlocks) }
         } ?? (nil, nil)
-        if multipliers != nil {
-            // The integer-scaled form reads zero points, multipliers and channel scales only.
+        if multipliers != nil || halfBlocks != nil {
+            // The integer-scaled and half-block forms read neither block scales nor offsets.
             scales.deallocate()
             offsets.deallocate()
             (scales, offsets) = (.allocate(capacity: 1), .allocate(capacity: 1))
@@ -199,6 +218,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
         zeroPoints?.deallocate()
         multipliers?.deallocate()
         channelScales?.deallocate()
+        halfBlocks?.multipliers.deallocate()
+        halfBlocks?.superScales.deallocate()
     }
 
     static func pack(_ source: UnsafePointer<UInt8>, rows: Int, columns: Int, nibbles: Bool, panelBytes: Int,
@@ -288,6 +309,34 @@ public final class Int8PanelWeights: @unchecked Sendable {
         }
         return CodeMatrix(codes: codes, rowScales: second, rowOffsets: second.map { 127 * $0 }, weightBlock: superBlock, fourBit: false,
                           rowLUTs: nil, exact: true)
+    }
+
+    /// Two-level integer multipliers per 16 inputs without offsets, codes of at most 6 bits (ggml's
+    /// `Q6_K`: `w = S · m · (c − z)`), that do not fold into bytes: byte codes as stored, with the
+    /// multipliers and super-block scales for `shrink_gemm_u8s8_half_blocks`; exact.
+    static func halfBlockForm(_ weight: EncodedTensor) -> (CodeMatrix, HalfBlocks)? {
+        let rows = weight.shape[0], columns = weight.shape[1]
+        guard case .affine(let affine) = weight.encoding, affine.symmetric, affine.offsetDType == nil, affine.bits <= 6,
+              case .perBlock(16) = affine.granularity, let superBlock = affine.superBlockSize, superBlock % 32 == 0, columns % superBlock == 0,
+              let stored = weight.parts["scales"], stored.dtype == .i8 || stored.dtype == .u8,
+              let second = weight.parts["super_scales"]?.floats() else { return nil }
+        let multipliers = stored.floats().map { Int8(exactly: $0) }
+        guard multipliers.allSatisfy({ $0 != nil }) else { return nil }
+        let panels = (rows + 15) / 16, halves = columns / 16, supers = columns / superBlock
+        let packedMultipliers = UnsafeMutableBufferPointer<Int8>.allocate(capacity: panels * halves * 16)
+        packedMultipliers.initialize(repeating: 0)
+        let superScales = UnsafeMutableBufferPointer<Float>.allocate(capacity: panels * supers * 16)
+        superScales.initialize(repeating: 0)
+        for row in 0..<rows {
+            let (panel, lane) = row.quotientAndRemainder(dividingBy: 16)
+            for half in 0..<halves { packedMultipliers[(panel * halves + half) * 16 + lane] = multipliers[row * halves + half]! }
+            for index in 0..<supers { superScales[(panel * supers + index) * 16 + lane] = second[row * supers + index] }
+        }
+        let matrix = CodeMatrix(codes: unpack(weight.parts["codes"]!.bytes, count: rows * columns, bits: affine.bits),
+                                rowScales: [Float](repeating: 0, count: rows), rowOffsets: [Float](repeating: 0, count: rows),
+                                weightBlock: columns, fourBit: false, rowLUTs: nil, exact: true)
+        return (matrix, HalfBlocks(multipliers: packedMultipliers, superScales: superScales,
+                                   zero: Int32(affine.codeOffset + affine.implicitZeroPoint), blocksPerSuper: superBlock / 32))
     }
 
     /// A palette with block scales whose LUT is one `I8` table (ggml's `IQ4_NL`, `IQ4_XS`), exactly:
