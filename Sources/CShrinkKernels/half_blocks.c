@@ -1,4 +1,4 @@
-// Integer dot products for weights whose block multipliers change every 16 inputs (ggml's Q6_K):
+// Integer dot products for weights whose block multipliers change every 16 inputs (ggml's Q6_K, Q2_K):
 // byte panels as in shrink_kernels.h, one int8 multiplier per channel and 16 inputs, one float
 // scale per channel and super-block, codes centered by an integer zero. Arithmetic in
 // shrink_kernels.h (shrink_gemm_u8s8_half_blocks); the Swift twin is in Int8PanelKernels.swift.
@@ -20,6 +20,7 @@ static void half_sums(const int8_t *xq, size_t kpad, int32_t *sums) {
 }
 
 VNNI void shrink_gemm_u8s8_half_blocks(const uint8_t *w, const int8_t *multipliers, const float *super_scales, int32_t zero,
+                                       const uint8_t *offset_multipliers, const float *super_offsets,
                                        size_t n, size_t kpad, size_t blocks_per_super, size_t panel_begin, size_t panel_end,
                                        const int8_t *xq, const float *xscales, size_t rows, float *y, size_t ldy, const float *bias) {
     const size_t blocks = kpad / 32, supers = blocks / blocks_per_super;
@@ -32,7 +33,7 @@ VNNI void shrink_gemm_u8s8_half_blocks(const uint8_t *w, const int8_t *multiplie
             const int8_t *panel_multipliers = multipliers + p * (kpad / 16) * 16;
             __m512 acc = _mm512_setzero_ps();
             for (size_t s = 0; s < supers; s++) {
-                __m512 part = _mm512_setzero_ps();
+                __m512 part = _mm512_setzero_ps(), offset_part = _mm512_setzero_ps();
                 for (size_t b = s * blocks_per_super; b < (s + 1) * blocks_per_super; b++) {
                     __m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();
                     for (size_t j = 0; j < 4; j++) {
@@ -48,8 +49,19 @@ VNNI void shrink_gemm_u8s8_half_blocks(const uint8_t *w, const int8_t *multiplie
                     __m512i m1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(panel_multipliers + (2 * b + 1) * 16)));
                     __m512i dot = _mm512_add_epi32(_mm512_mullo_epi32(d0, m0), _mm512_mullo_epi32(d1, m1));
                     part = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(xscales[m * blocks + b]), part);
+                    if (offset_multipliers) {
+                        const uint8_t *k = offset_multipliers + p * (kpad / 16) * 16;
+                        __m512i k0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(k + 2 * b * 16)));
+                        __m512i k1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(k + (2 * b + 1) * 16)));
+                        __m512i sum = _mm512_add_epi32(_mm512_mullo_epi32(k0, _mm512_set1_epi32(sums[2 * b])),
+                                                       _mm512_mullo_epi32(k1, _mm512_set1_epi32(sums[2 * b + 1])));
+                        offset_part = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(xscales[m * blocks + b]), offset_part);
+                    }
                 }
                 acc = _mm512_fmadd_ps(part, _mm512_loadu_ps(super_scales + (p * supers + s) * 16), acc);
+                if (offset_multipliers) {
+                    acc = _mm512_fnmadd_ps(offset_part, _mm512_loadu_ps(super_offsets + (p * supers + s) * 16), acc);
+                }
             }
             size_t valid = n - p * 16 < 16 ? n - p * 16 : 16;
             __mmask16 mask = (__mmask16)((1u << valid) - 1);
@@ -75,6 +87,7 @@ AVX2 static inline __m256i half_dot8(const uint8_t *panel, size_t first_quad, si
 }
 
 AVX2 void shrink_gemm_u8s8_half_blocks_avx2(const uint8_t *w, const int8_t *multipliers, const float *super_scales, int32_t zero,
+                                       const uint8_t *offset_multipliers, const float *super_offsets,
                                             size_t n, size_t kpad, size_t blocks_per_super, size_t panel_begin, size_t panel_end,
                                             const int8_t *xq, const float *xscales, size_t rows, float *y, size_t ldy, const float *bias) {
     const size_t blocks = kpad / 32, supers = blocks / blocks_per_super;
@@ -90,7 +103,7 @@ AVX2 void shrink_gemm_u8s8_half_blocks_avx2(const uint8_t *w, const int8_t *mult
                 const size_t lanes = half * 8;
                 __m256 acc = _mm256_setzero_ps();
                 for (size_t s = 0; s < supers; s++) {
-                    __m256 part = _mm256_setzero_ps();
+                    __m256 part = _mm256_setzero_ps(), offset_part = _mm256_setzero_ps();
                     for (size_t b = s * blocks_per_super; b < (s + 1) * blocks_per_super; b++) {
                         __m256i d0 = half_dot8(panel, b * 8, lanes * 4, row + b * 32);
                         __m256i d1 = half_dot8(panel, b * 8 + 4, lanes * 4, row + b * 32 + 16);
@@ -100,8 +113,19 @@ AVX2 void shrink_gemm_u8s8_half_blocks_avx2(const uint8_t *w, const int8_t *mult
                         __m256i m1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(panel_multipliers + (2 * b + 1) * 16 + lanes)));
                         __m256i dot = _mm256_add_epi32(_mm256_mullo_epi32(d0, m0), _mm256_mullo_epi32(d1, m1));
                         part = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(xscales[m * blocks + b]), part);
+                        if (offset_multipliers) {
+                            const uint8_t *k = offset_multipliers + p * (kpad / 16) * 16 + lanes;
+                            __m256i k0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(k + 2 * b * 16)));
+                            __m256i k1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(k + (2 * b + 1) * 16)));
+                            __m256i sum = _mm256_add_epi32(_mm256_mullo_epi32(k0, _mm256_set1_epi32(sums[2 * b])),
+                                                           _mm256_mullo_epi32(k1, _mm256_set1_epi32(sums[2 * b + 1])));
+                            offset_part = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(xscales[m * blocks + b]), offset_part);
+                        }
                     }
                     acc = _mm256_fmadd_ps(part, _mm256_loadu_ps(super_scales + (p * supers + s) * 16 + lanes), acc);
+                    if (offset_multipliers) {
+                        acc = _mm256_fnmadd_ps(offset_part, _mm256_loadu_ps(super_offsets + (p * supers + s) * 16 + lanes), acc);
+                    }
                 }
                 _mm256_storeu_ps(out + lanes, acc);
             }
@@ -115,16 +139,18 @@ AVX2 void shrink_gemm_u8s8_half_blocks_avx2(const uint8_t *w, const int8_t *mult
 #else
 
 void shrink_gemm_u8s8_half_blocks(const uint8_t *w, const int8_t *multipliers, const float *super_scales, int32_t zero,
+                                       const uint8_t *offset_multipliers, const float *super_offsets,
                                   size_t n, size_t kpad, size_t blocks_per_super, size_t panel_begin, size_t panel_end,
                                   const int8_t *xq, const float *xscales, size_t rows, float *y, size_t ldy, const float *bias) {
-    (void)w, (void)multipliers, (void)super_scales, (void)zero, (void)n, (void)kpad, (void)blocks_per_super, (void)panel_begin;
+    (void)w, (void)multipliers, (void)super_scales, (void)zero, (void)offset_multipliers, (void)super_offsets, (void)n, (void)kpad, (void)blocks_per_super, (void)panel_begin;
     (void)panel_end, (void)xq, (void)xscales, (void)rows, (void)y, (void)ldy, (void)bias;
 }
 
 void shrink_gemm_u8s8_half_blocks_avx2(const uint8_t *w, const int8_t *multipliers, const float *super_scales, int32_t zero,
+                                       const uint8_t *offset_multipliers, const float *super_offsets,
                                        size_t n, size_t kpad, size_t blocks_per_super, size_t panel_begin, size_t panel_end,
                                        const int8_t *xq, const float *xscales, size_t rows, float *y, size_t ldy, const float *bias) {
-    shrink_gemm_u8s8_half_blocks(w, multipliers, super_scales, zero, n, kpad, blocks_per_super, panel_begin, panel_end, xq, xscales,
+    shrink_gemm_u8s8_half_blocks(w, multipliers, super_scales, zero, offset_multipliers, super_offsets, n, kpad, blocks_per_super, panel_begin, panel_end, xq, xscales,
                                  rows, y, ldy, bias);
 }
 

@@ -56,13 +56,16 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
                        xScales: UnsafePointer<Float>, rows: Int, y: UnsafeMutablePointer<Float>, ldy: Int, bias: UnsafePointer<Float>?) {
         let codes = UnsafePointer(w.codes.baseAddress!), multipliers = UnsafePointer(half.multipliers.baseAddress!)
         let superScales = UnsafePointer(half.superScales.baseAddress!)
+        let offsetMultipliers = half.offsets.map { UnsafePointer($0.multipliers.baseAddress!) }
+        let superOffsets = half.offsets.map { UnsafePointer($0.superScales.baseAddress!) }
         switch self {
         case .avx512vnni:
-            shrink_gemm_u8s8_half_blocks(codes, multipliers, superScales, half.zero, w.rows, w.paddedColumns, half.blocksPerSuper,
-                                         panels.lowerBound, panels.upperBound, xq, xScales, rows, y, ldy, bias)
+            shrink_gemm_u8s8_half_blocks(codes, multipliers, superScales, half.zero, offsetMultipliers, superOffsets, w.rows, w.paddedColumns,
+                                         half.blocksPerSuper, panels.lowerBound, panels.upperBound, xq, xScales, rows, y, ldy, bias)
         case .avx2:
-            shrink_gemm_u8s8_half_blocks_avx2(codes, multipliers, superScales, half.zero, w.rows, w.paddedColumns, half.blocksPerSuper,
-                                              panels.lowerBound, panels.upperBound, xq, xScales, rows, y, ldy, bias)
+            shrink_gemm_u8s8_half_blocks_avx2(codes, multipliers, superScales, half.zero, offsetMultipliers, superOffsets, w.rows,
+                                              w.paddedColumns, half.blocksPerSuper, panels.lowerBound, panels.upperBound, xq, xScales, rows,
+                                              y, ldy, bias)
         case .swift:
             let kpad = w.paddedColumns, blocks = kpad / 32, halves = kpad / 16, supers = blocks / half.blocksPerSuper
             for panel in panels {
@@ -70,9 +73,9 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
                     for m in 0..<rows {
                         var acc: Float = 0
                         for s in 0..<supers {
-                            var part: Float = 0
+                            var part: Float = 0, offsetPart: Float = 0
                             for block in (s * half.blocksPerSuper)..<((s + 1) * half.blocksPerSuper) {
-                                var dot: Int32 = 0
+                                var dot: Int32 = 0, offset: Int32 = 0
                                 for h in 0..<2 {
                                     var d: Int32 = 0, sum: Int32 = 0
                                     for i in 0..<16 {
@@ -81,11 +84,15 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
                                         d += Int32(w.code(panel: panel, lane: lane, input: input, codes: codes, luts: nil)) * x
                                         sum += x
                                     }
-                                    dot += Int32(multipliers[(panel * halves + 2 * block + h) * 16 + lane]) * (d - half.zero * sum)
+                                    let index = (panel * halves + 2 * block + h) * 16 + lane
+                                    dot += Int32(multipliers[index]) * (d - half.zero * sum)
+                                    offset += Int32(offsetMultipliers?[index] ?? 0) * sum
                                 }
                                 part = part.addingProduct(Float(dot), xScales[m * blocks + block])
+                                offsetPart = offsetPart.addingProduct(Float(offset), xScales[m * blocks + block])
                             }
                             acc = acc.addingProduct(part, superScales[(panel * supers + s) * 16 + lane])
+                            if let superOffsets { acc = acc.addingProduct(-offsetPart, superOffsets[(panel * supers + s) * 16 + lane]) }
                         }
                         y[m * ldy + panel * 16 + lane] = acc + (bias?[panel * 16 + lane] ?? 0)
                     }

@@ -51,11 +51,13 @@ public final class Int8PanelWeights: @unchecked Sendable {
     /// The half-block form (see `HalfBlocks`), or nil.
     let halfBlocks: HalfBlocks?
 
-    /// Multipliers per 16 inputs of byte codes (ggml's `Q6_K`, see `shrink_gemm_u8s8_half_blocks`):
-    /// per panel and 16 inputs, 16 int8 multipliers; per panel and super-block, 16 float scales.
+    /// Multipliers per 16 inputs of byte codes (ggml's `Q6_K`, `Q2_K`, see
+    /// `shrink_gemm_u8s8_half_blocks`): per panel and 16 inputs, 16 int8 multipliers (and 16 u8
+    /// offset multipliers); per panel and super-block, 16 float scales (and 16 offset scales).
     struct HalfBlocks {
         let multipliers: UnsafeMutableBufferPointer<Int8>
         let superScales: UnsafeMutableBufferPointer<Float>
+        let offsets: (multipliers: UnsafeMutableBufferPointer<UInt8>, superScales: UnsafeMutableBufferPointer<Float>)?
         let zero: Int32
         /// Activation blocks (32 inputs) per super-block.
         let blocksPerSuper: Int
@@ -65,6 +67,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
     public var byteCount: Int {
         codes.count + (luts?.count ?? 0) + 4 * (scales.count + offsets.count + (channelScales?.count ?? 0)) + (zeroPoints?.count ?? 0)
             + (multipliers?.count ?? 0) + (halfBlocks.map { $0.multipliers.count + 4 * $0.superScales.count } ?? 0)
+            + (halfBlocks?.offsets.map { $0.multipliers.count + 4 * $0.superScales.count } ?? 0)
     }
 
     /// Whether 4-bit codes run in the integer-scaled form (see `shrink_kernels.h`).
@@ -220,6 +223,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
         channelScales?.deallocate()
         halfBlocks?.multipliers.deallocate()
         halfBlocks?.superScales.deallocate()
+        halfBlocks?.offsets?.multipliers.deallocate()
+        halfBlocks?.offsets?.superScales.deallocate()
     }
 
     static func pack(_ source: UnsafePointer<UInt8>, rows: Int, columns: Int, nibbles: Bool, panelBytes: Int,
@@ -311,32 +316,43 @@ public final class Int8PanelWeights: @unchecked Sendable {
                           rowLUTs: nil, exact: true)
     }
 
-    /// Two-level integer multipliers per 16 inputs without offsets, codes of at most 6 bits (ggml's
-    /// `Q6_K`: `w = S · m · (c − z)`), that do not fold into bytes: byte codes as stored, with the
+    /// Two-level integer multipliers per 16 inputs, codes of at most 6 bits, symmetric (ggml's
+    /// `Q6_K`: `w = S · m · (c − z)`) or with two-level integer offsets (`Q2_K`:
+    /// `w = S · m · c − S_o · k`), that do not fold into bytes: byte codes as stored, with the
     /// multipliers and super-block scales for `shrink_gemm_u8s8_half_blocks`; exact.
     static func halfBlockForm(_ weight: EncodedTensor) -> (CodeMatrix, HalfBlocks)? {
         let rows = weight.shape[0], columns = weight.shape[1]
-        guard case .affine(let affine) = weight.encoding, affine.symmetric, affine.offsetDType == nil, affine.bits <= 6,
+        guard case .affine(let affine) = weight.encoding, affine.symmetric ? affine.offsetDType == nil : affine.offsetDType == .u8, affine.bits <= 6,
               case .perBlock(16) = affine.granularity, let superBlock = affine.superBlockSize, superBlock % 32 == 0, columns % superBlock == 0,
               let stored = weight.parts["scales"], stored.dtype == .i8 || stored.dtype == .u8,
               let second = weight.parts["super_scales"]?.floats() else { return nil }
         let multipliers = stored.floats().map { Int8(exactly: $0) }
         guard multipliers.allSatisfy({ $0 != nil }) else { return nil }
-        let panels = (rows + 15) / 16, halves = columns / 16, supers = columns / superBlock
-        let packedMultipliers = UnsafeMutableBufferPointer<Int8>.allocate(capacity: panels * halves * 16)
-        packedMultipliers.initialize(repeating: 0)
-        let superScales = UnsafeMutableBufferPointer<Float>.allocate(capacity: panels * supers * 16)
-        superScales.initialize(repeating: 0)
-        for row in 0..<rows {
-            let (panel, lane) = row.quotientAndRemainder(dividingBy: 16)
-            for half in 0..<halves { packedMultipliers[(panel * halves + half) * 16 + lane] = multipliers[row * halves + half]! }
-            for index in 0..<supers { superScales[(panel * supers + index) * 16 + lane] = second[row * supers + index] }
+        let halves = columns / 16, supers = columns / superBlock
+        var offsets: (multipliers: UnsafeMutableBufferPointer<UInt8>, superScales: UnsafeMutableBufferPointer<Float>)?
+        if affine.offsetDType == .u8, let stored = weight.parts["offsets"]?.bytes, let offsetScales = weight.parts["super_offsets"]?.floats() {
+            offsets = (panelLayout(rows: rows, count: halves) { stored[$0 * halves + $1] },
+                       panelLayout(rows: rows, count: supers) { offsetScales[$0 * supers + $1] })
         }
+        let packedMultipliers = panelLayout(rows: rows, count: halves) { multipliers[$0 * halves + $1]! }
+        let superScales = panelLayout(rows: rows, count: supers) { second[$0 * supers + $1] }
         let matrix = CodeMatrix(codes: unpack(weight.parts["codes"]!.bytes, count: rows * columns, bits: affine.bits),
                                 rowScales: [Float](repeating: 0, count: rows), rowOffsets: [Float](repeating: 0, count: rows),
                                 weightBlock: columns, fourBit: false, rowLUTs: nil, exact: true)
-        return (matrix, HalfBlocks(multipliers: packedMultipliers, superScales: superScales,
+        return (matrix, HalfBlocks(multipliers: packedMultipliers, superScales: superScales, offsets: offsets,
                                    zero: Int32(affine.codeOffset + affine.implicitZeroPoint), blocksPerSuper: superBlock / 32))
+    }
+
+    /// `count` values per row, `value(row, index)`, laid out per panel of 16 channels:
+    /// `(panel · count + index) · 16 + lane`, zero past the last row.
+    static func panelLayout<T: Numeric>(rows: Int, count: Int, _ value: (Int, Int) -> T) -> UnsafeMutableBufferPointer<T> {
+        let buffer = UnsafeMutableBufferPointer<T>.allocate(capacity: (rows + 15) / 16 * count * 16)
+        buffer.initialize(repeating: 0)
+        for row in 0..<rows {
+            let (panel, lane) = row.quotientAndRemainder(dividingBy: 16)
+            for index in 0..<count { buffer[(panel * count + index) * 16 + lane] = value(row, index) }
+        }
+        return buffer
     }
 
     /// A palette with block scales whose LUT is one `I8` table (ggml's `IQ4_NL`, `IQ4_XS`), exactly:

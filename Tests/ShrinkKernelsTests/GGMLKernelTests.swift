@@ -12,9 +12,8 @@ import ShrinkTestSupport
 @Suite struct GGMLKernelTests {
     static let shapes: [[Int]] = [[17, 256], [33, 512], [1, 768]]
 
-    /// The types the integer kernels run exactly; `Q2_K` (offsets per 16 inputs) runs through
-    /// `PackedLinear`.
-    static let integerTypes: Set<GGMLType> = [.q4_0, .q4_1, .q5_0, .q5_1, .q8_0, .q3_K, .q4_K, .q5_K, .q6_K, .iq4_NL, .iq4_XS]
+    /// The types the integer kernels run exactly: all of them.
+    static let integerTypes: Set<GGMLType> = Set(GGMLBlocks.quantizedTypes)
 
     @Test(arguments: GGMLBlocks.quantizedTypes)
     func everyTypeRunsAsStored(type: GGMLType) throws {

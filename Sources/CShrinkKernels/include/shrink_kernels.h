@@ -147,22 +147,28 @@ void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts
                              const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias);
 
 
-/// Half-block form (half_blocks.c; ggml's Q6_K): byte panels of codes q <= 63, and per channel an
-/// int8 multiplier m for every 16 inputs and a float scale S for every super-block of
-/// blocks_per_super activation blocks, w = S * m * (q - zero). multipliers holds, per panel and
-/// 16 inputs, 16 int8s; super_scales, per panel and super-block, 16 floats (zero past the last
-/// channel). Per row and activation block b (halves h0, h1 of 16 inputs): the integer
-/// d_h = sum(q_x * q_w) - zero * sum(q_x) over the half, dot = m_h0 * d_h0 + m_h1 * d_h1; per
-/// super-block part = sum over its blocks, in order, of fma(float(dot), s_b, part); then
-/// acc = fma(part, S, acc) in super-block order; y = acc (+ bias).
+/// Half-block form (half_blocks.c; ggml's Q6_K, Q2_K): byte panels of codes q <= 63, and per
+/// channel an int8 multiplier m for every 16 inputs and a float scale S for every super-block of
+/// blocks_per_super activation blocks, w = S * m * (q - zero), or with offsets (offset_multipliers
+/// not NULL: a u8 k per channel and 16 inputs, laid out like the multipliers, and a float S_o per
+/// channel and super-block) w = S * m * (q - zero) - S_o * k. multipliers holds, per panel and 16
+/// inputs, 16 int8s; super_scales (and super_offsets), per panel and super-block, 16 floats (zero
+/// past the last channel). Per row and activation block b (halves h0, h1 of 16 inputs, sums
+/// sum_h(q_x)): the integer d_h = sum(q_x * q_w) - zero * sum_h(q_x) over the half,
+/// dot = m_h0 * d_h0 + m_h1 * d_h1, and with offsets o = k_h0 * sum_h0(q_x) + k_h1 * sum_h1(q_x);
+/// per super-block part = sum over its blocks, in order, of fma(float(dot), s_b, part) (and
+/// offset_part the same of o); then acc = fma(part, S, acc), then acc = fma(-offset_part, S_o, acc),
+/// in super-block order; y = acc (+ bias).
 void shrink_gemm_u8s8_half_blocks(const uint8_t *w, const int8_t *multipliers, const float *super_scales, int32_t zero,
-                                  size_t n, size_t kpad, size_t blocks_per_super, size_t panel_begin, size_t panel_end,
-                                  const int8_t *xq, const float *xscales, size_t rows, float *y, size_t ldy, const float *bias);
+                                  const uint8_t *offset_multipliers, const float *super_offsets, size_t n, size_t kpad,
+                                  size_t blocks_per_super, size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
+                                  size_t rows, float *y, size_t ldy, const float *bias);
 
 /// shrink_gemm_u8s8_half_blocks with AVX2 `vpmaddubsw` (codes <= 63: no pair sum saturates; same results).
 void shrink_gemm_u8s8_half_blocks_avx2(const uint8_t *w, const int8_t *multipliers, const float *super_scales, int32_t zero,
-                                       size_t n, size_t kpad, size_t blocks_per_super, size_t panel_begin, size_t panel_end,
-                                       const int8_t *xq, const float *xscales, size_t rows, float *y, size_t ldy, const float *bias);
+                                       const uint8_t *offset_multipliers, const float *super_offsets, size_t n, size_t kpad,
+                                       size_t blocks_per_super, size_t panel_begin, size_t panel_end, const int8_t *xq,
+                                       const float *xscales, size_t rows, float *y, size_t ldy, const float *bias);
 
 // ---- The same integer dot products with AVX2 (int8_panels_avx2.c), for CPUs without AVX-512 VNNI ----
 
