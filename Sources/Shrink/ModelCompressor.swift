@@ -66,7 +66,7 @@ public enum ModelCompressor {
         if CompressedModel.isCompressed(file) {
             throw ShrinkIOError.unsupportedFormat(path: model.weightsPath, reason: "the model is already compressed; decompress it first")
         }
-        let store = try SafetensorsStore(path: model.weightsPath)
+        let store = try SafetensorsStore(file: file)
         let roles = ModelArchitectures.roles(of: store, configuration: try ModelArchitectures.configuration(of: store, configPath: model.configPath))
         let plan = try CompressionPlan.resolve(recipe, tensors: store.descriptors, roles: roles)
 

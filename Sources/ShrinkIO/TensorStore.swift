@@ -127,9 +127,14 @@ public struct SafetensorsStore: TensorStore {
     /// Opens and validates `path` (memory-mapped; tensor data is not read).
     /// - Throws: `ShrinkIOError` naming the file and the header entry, metadata key or tensor.
     public init(path: String) throws(ShrinkIOError) {
-        let file = try SafetensorsFile(path: path)
+        try self.init(file: try SafetensorsFile(path: path))
+    }
+
+    /// The store of an already opened (and validated) file.
+    /// - Throws: `ShrinkIOError` naming the metadata key or tensor of a malformed compressed container.
+    public init(file: SafetensorsFile) throws(ShrinkIOError) {
         let model = try CompressedModel(file: file)
-        self.path = path
+        path = file.path
         formatName = CompressedModel.isCompressed(file) ? "shrink compressed safetensors" : "safetensors"
         fileBytes = file.fileSize
         metadata = model.metadata

@@ -29,8 +29,7 @@ public struct BertConfig: Sendable, Equatable {
 
     /// Reads `config.json`.
     public init(path: String) throws(ModelError) {
-        guard case .huggingFace(_, let root) = try ModelConfiguration.huggingFace(path: path) else { preconditionFailure() }
-        try self.init(json: root, path: path)
+        try self.init(json: try ModelConfiguration.jsonObject(path: path), path: path)
     }
 
     /// Decodes a parsed `config.json` (`path` names it in errors); every size is required and checked.

@@ -27,16 +27,21 @@ public enum ModelConfiguration: Sendable {
 
     /// Reads `config.json` at `path`.
     public static func huggingFace(path: String) throws(ModelError) -> ModelConfiguration {
+        .huggingFace(path: path, try jsonObject(path: path))
+    }
+
+    /// The JSON object in the file at `path`.
+    /// - Throws: `ModelError.invalidFile` when it cannot be read, is not JSON or not an object.
+    static func jsonObject(path: String) throws(ModelError) -> JSONValue {
         guard let data = FileManager.default.contents(atPath: path) else { throw .invalidFile(path: path, reason: "cannot read") }
+        let root: JSONValue
         do {
-            let root = try data.withUnsafeBytes { bytes in Result { () throws(JSONParseError) in try JSONValue.parse(bytes) } }.get()
-            guard root.objectValue != nil else { throw ModelError.invalidFile(path: path, reason: "expected a JSON object") }
-            return .huggingFace(path: path, root)
-        } catch let error as ModelError {
-            throw error
+            root = try data.withUnsafeBytes { bytes in Result { () throws(JSONParseError) in try JSONValue.parse(bytes) } }.get()
         } catch {
             throw .invalidFile(path: path, reason: "invalid JSON: \(error)")
         }
+        guard root.objectValue != nil else { throw .invalidFile(path: path, reason: "expected a JSON object") }
+        return root
     }
 }
 
