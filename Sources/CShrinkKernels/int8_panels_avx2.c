@@ -82,6 +82,8 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
     const __m256i table = lut ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lut)) : _mm256_setzero_si256();
     // Codes that can exceed 15 go through the signed form (q - 128); see the top of the file.
     const int signed_form = !four_bit || lut != NULL;
+    // Centered byte codes (no offsets): the signed form's q - 128 is the weight's integer itself.
+    const int centered_bytes = !four_bit && offsets == NULL;
     __m256 acc[4];
     for (int m = 0; m < mr; m++) acc[m] = _mm256_setzero_ps();
     size_t block = 0;
@@ -100,7 +102,8 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
             __m256i dot[4];
             for (int m = 0; m < mr; m++) {
                 int32_t integer_sum = xisums[m * blocks + block];
-                dot[m] = signed_form ? _mm256_set1_epi32(128 * integer_sum)
+                dot[m] = centered_bytes ? _mm256_setzero_si256()
+                         : signed_form ? _mm256_set1_epi32(128 * integer_sum)
                          : zero_points ? _mm256_mullo_epi32(z, _mm256_set1_epi32(-integer_sum))
                                        : _mm256_setzero_si256();
             }
@@ -148,7 +151,7 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
             }
         }
         for (int m = 0; m < mr; m++) acc[m] = _mm256_fmadd_ps(partial[m], scale, acc[m]);
-        if (!zero_points) {
+        if (offsets) {
             const __m256 offset = _mm256_loadu_ps(offsets + wb * 16 + h * 8);
             for (int m = 0; m < mr; m++) acc[m] = _mm256_fnmadd_ps(offset, _mm256_set1_ps(block_sum[m]), acc[m]);
         }

@@ -187,7 +187,6 @@ public struct Comparison {
             }
         }
         progress?.finish()
-        let baseline = prepared[0]
         let totalElements = try SafetensorsFile(path: model.weightsPath).entries.reduce(0) { $0 + $1.shape.reduce(1, *) }
         return prepared.enumerated().filter { positions.contains($0.element.position) }.map { index, item in
             let bytes = (try? FileManager.default.attributesOfItem(atPath: item.weights)[.size] as? Int) ?? 0

@@ -60,10 +60,10 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
         let superOffsets = half.offsets.map { UnsafePointer($0.superScales.baseAddress!) }
         switch self {
         case .avx512vnni:
-            shrink_gemm_u8s8_half_blocks(codes, multipliers, superScales, half.zero, offsetMultipliers, superOffsets, w.rows, w.paddedColumns,
+            shrink_gemm_u8s8_half_blocks(codes, w.fourBit ? 1 : 0, multipliers, superScales, half.zero, offsetMultipliers, superOffsets, w.rows, w.paddedColumns,
                                          half.blocksPerSuper, panels.lowerBound, panels.upperBound, xq, xScales, rows, y, ldy, bias)
         case .avx2:
-            shrink_gemm_u8s8_half_blocks_avx2(codes, multipliers, superScales, half.zero, offsetMultipliers, superOffsets, w.rows,
+            shrink_gemm_u8s8_half_blocks_avx2(codes, w.fourBit ? 1 : 0, multipliers, superScales, half.zero, offsetMultipliers, superOffsets, w.rows,
                                               w.paddedColumns, half.blocksPerSuper, panels.lowerBound, panels.upperBound, xq, xScales, rows,
                                               y, ldy, bias)
         case .swift:
@@ -108,7 +108,8 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
               bias: UnsafePointer<Float>?) {
         let luts = w.luts.map { UnsafePointer($0.baseAddress!) }
         let codes = UnsafePointer(w.codes.baseAddress!), scales = UnsafePointer(w.scales.baseAddress!)
-        let offsets = UnsafePointer(w.offsets.baseAddress!)
+        // Centered byte codes: no offsets (the kernels' contract).
+        let offsets = w.hasCenteredBytes ? nil : UnsafePointer(w.offsets.baseAddress!)
         let zeroPoints = w.zeroPoints.map { UnsafePointer($0.baseAddress!) }
         let multipliers = w.multipliers.map { UnsafePointer($0.baseAddress!) }
         let channelScales = w.channelScales.map { UnsafePointer($0.baseAddress!) }
@@ -125,9 +126,9 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
                                          offsets, panels.lowerBound, panels.upperBound, xq, xScales, xSums, xIntegerSums, rows, y, ldy, bias)
         case .swift:
             let kpad = w.paddedColumns, blocks = kpad / 32, panelFloats = w.weightBlocks * 16
-            // The centered form: codes q − z + 128 against −128 · Σ q_x, and no offset term; the
-            // integer-scaled form (at every row count): codes (q − z) · m + 128, and one weight
-            // block per row of scale S.
+            // The centered form: codes q − z + 128 (widened from nibbles or stored so) against
+            // −128 · Σ q_x, and no offset term; the integer-scaled form (at every row count): codes
+            // (q − z) · m + 128, and one weight block per row of scale S.
             let affineNibbles = w.fourBit && luts == nil ? zeroPoints : nil
             let integerScaled = affineNibbles == nil ? nil : multipliers.flatMap { m in channelScales.map { (m, $0) } }
             let centered = integerScaled != nil || rows >= Int(SHRINK_WIDEN_FROM_ROWS) ? affineNibbles : nil
@@ -145,7 +146,7 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
                                 let group = panel * panelFloats + block / w.blocksPerWeightBlock * 16 + lane
                                 let z = centered.map { Int32($0[group]) } ?? 0
                                 let factor = integerScaled.map { Int32($0.0[group]) } ?? 1
-                                var dot: Int32 = centered == nil ? 0 : -128 * xIntegerSums[m * blocks + block]
+                                var dot: Int32 = centered == nil && offsets != nil ? 0 : -128 * xIntegerSums[m * blocks + block]
                                 for i in 0..<32 {
                                     let code = w.code(panel: panel, lane: lane, input: block * 32 + i, codes: codes, luts: luts)
                                     let widened = centered == nil ? Int32(code) : (Int32(code) - z) * factor + 128
@@ -156,7 +157,7 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
                                 block += 1
                             }
                             acc = acc.addingProduct(partial, scale)
-                            if centered == nil {
+                            if centered == nil, let offsets {
                                 acc = acc.addingProduct(-offsets[panel * panelFloats + weightBlock * 16 + lane], blockSum)
                             }
                             weightBlock += 1

@@ -46,6 +46,10 @@ public final class Int8PanelWeights: @unchecked Sendable {
     /// whose `(q − z) · m` all fit the kernels' integer-scaled form: the `m`s, laid out like the zero
     /// points; else `nil`.
     let multipliers: UnsafeMutableBufferPointer<UInt8>?
+    /// Whether byte codes are centered: each group's codes stored as `q − z + 128` for its integer
+    /// `z = o / a` (`o = a · z` exactly), so that the kernels drop the offset term (`offsets` is
+    /// then not read; see `shrink_gemm_u8s8_panels`).
+    let hasCenteredBytes: Bool
     /// The `S`s of `multipliers`, 16 per panel.
     let channelScales: UnsafeMutableBufferPointer<Float>?
     /// The half-block form (see `HalfBlocks`), or nil.
@@ -125,6 +129,10 @@ public final class Int8PanelWeights: @unchecked Sendable {
         }
         let nibbles = matrix.fourBit && (matrix.rowLUTs == nil || sharedLUTs != nil)
         fourBit = nibbles
+        let centered = nibbles || !matrix.exact || halfBlocks != nil ? nil
+            : Self.centeredByteCodes(codeMatrix, matrix, rows: rows, columns: columns, weightBlock: blocksPerWeightBlock * 32)
+        if let centered { codeMatrix = centered }
+        hasCenteredBytes = centered != nil
         let panelBytes = nibbles ? paddedColumns * 8 : paddedColumns * 16
         // Cache-line aligned, so that every 64-byte load of the kernels reads one line.
         let packed = UnsafeMutableBufferPointer(
@@ -166,6 +174,11 @@ public final class Int8PanelWeights: @unchecked Sendable {
             (scales, offsets) = (.allocate(capacity: 1), .allocate(capacity: 1))
             scales.initialize(repeating: 0)
             offsets.initialize(repeating: 0)
+        } else if centered != nil {
+            // Centered byte codes have no offset term.
+            offsets.deallocate()
+            offsets = .allocate(capacity: 1)
+            offsets.initialize(repeating: 0)
         }
         (self.scales, self.offsets) = (scales, offsets)
     }
@@ -191,6 +204,35 @@ public final class Int8PanelWeights: @unchecked Sendable {
         let scaleBuffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: channelScales.count)
         _ = scaleBuffer.initialize(from: channelScales)
         return (multiplierBuffer, scaleBuffer)
+    }
+
+    /// Exact byte codes re-biased to the centered form: per row and weight block of `weightBlock`
+    /// inputs with scale `a` and offset `o`, `c − z + 128` for `z = o / a` when `z` is an integer
+    /// with `a · z = o` exactly and every re-biased code of the group fits a byte (a group with
+    /// `a = o = 0` is all zero weights and takes code 128); `nil` when some group does not allow
+    /// it. O(rows · columns).
+    static func centeredByteCodes(_ codes: [UInt8], _ matrix: CodeMatrix, rows: Int, columns: Int, weightBlock: Int) -> [UInt8]? {
+        let weightBlocks = (columns + weightBlock - 1) / weightBlock
+        var centered = codes
+        for row in 0..<rows {
+            for block in 0..<weightBlocks {
+                let scale = matrix.rowScales[row * weightBlocks + block], offset = matrix.rowOffsets[row * weightBlocks + block]
+                let range = (row * columns + block * weightBlock)..<(row * columns + min(columns, (block + 1) * weightBlock))
+                if scale == 0 && offset == 0 {
+                    for index in range { centered[index] = 128 }
+                    continue
+                }
+                let z = (offset / scale).rounded()
+                guard z.isFinite, scale * z == offset, abs(z) < 512 else { return nil }
+                let shift = 128 - Int(z)
+                for index in range {
+                    let code = Int(codes[index]) + shift
+                    guard code >= 0, code <= 255 else { return nil }
+                    centered[index] = UInt8(code)
+                }
+            }
+        }
+        return centered
     }
 
     /// `offsets[i] / scales[i]` for every group when each is an integer in 0…15 and `scales[i] · z`
@@ -318,8 +360,9 @@ public final class Int8PanelWeights: @unchecked Sendable {
 
     /// Two-level integer multipliers per 16 inputs, codes of at most 6 bits, symmetric (ggml's
     /// `Q6_K`: `w = S · m · (c − z)`) or with two-level integer offsets (`Q2_K`:
-    /// `w = S · m · c − S_o · k`), that do not fold into bytes: byte codes as stored, with the
-    /// multipliers and super-block scales for `shrink_gemm_u8s8_half_blocks`; exact.
+    /// `w = S · m · c − S_o · k`), that do not fold into bytes: the codes as stored (nibble panels
+    /// for codes of at most 4 bits, else bytes), with the multipliers and super-block scales for
+    /// `shrink_gemm_u8s8_half_blocks`; exact.
     static func halfBlockForm(_ weight: EncodedTensor) -> (CodeMatrix, HalfBlocks)? {
         let rows = weight.shape[0], columns = weight.shape[1]
         guard case .affine(let affine) = weight.encoding, affine.symmetric ? affine.offsetDType == nil : affine.offsetDType == .u8, affine.bits <= 6,
@@ -338,7 +381,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
         let superScales = panelLayout(rows: rows, count: supers) { second[$0 * supers + $1] }
         let matrix = CodeMatrix(codes: unpack(weight.parts["codes"]!.bytes, count: rows * columns, bits: affine.bits),
                                 rowScales: [Float](repeating: 0, count: rows), rowOffsets: [Float](repeating: 0, count: rows),
-                                weightBlock: columns, fourBit: false, rowLUTs: nil, exact: true)
+                                weightBlock: columns, fourBit: affine.bits <= 4, rowLUTs: nil, exact: true)
         return (matrix, HalfBlocks(multipliers: packedMultipliers, superScales: superScales, offsets: offsets,
                                    zero: Int32(affine.codeOffset + affine.implicitZeroPoint), blocksPerSuper: superBlock / 32))
     }

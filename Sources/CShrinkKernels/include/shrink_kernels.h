@@ -107,6 +107,8 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 // Centered form (4-bit affine codes with integer zero points z, o = a * z, from
 // SHRINK_WIDEN_FROM_ROWS rows on): the codes are widened to bytes q - z + 128, each activation
 // block's integer sum is sum(q_x * (q_w - z + 128)) - 128 * sum(q_x), and there is no offset term.
+// Byte panels may hold their codes centered already (offsets NULL: each code stored as q - z + 128
+// for its channel's and weight block's integer z, o = a * z): the same sums, no offset term.
 // Integer-scaled form (4-bit affine codes whose weight-block scales are a = m * S, an integer
 // multiplier m per channel and weight block times a scale S per channel, with z * m <= 128 and
 // (15 - z) * m <= 127; at every row count, so a row's result does not depend on how many rows
@@ -139,7 +141,7 @@ void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, 
 /// may be NULL; luts is NULL unless nibble indices go through per-panel LUTs; zero_points, laid
 /// out like the scales, is NULL unless the nibble codes are affine with o = a * z, which allows the
 /// centered form; multipliers (laid out like the zero points) and channel_scales (16 floats per
-/// panel) are NULL unless they allow the integer-scaled form).
+/// panel) are NULL unless they allow the integer-scaled form; offsets is NULL for centered byte codes).
 void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points,
                              const uint8_t *multipliers, const float *channel_scales, size_t n,
                              size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
@@ -147,7 +149,8 @@ void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts
                              const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias);
 
 
-/// Half-block form (half_blocks.c; ggml's Q6_K, Q2_K): byte panels of codes q <= 63, and per
+/// Half-block form (half_blocks.c; ggml's Q6_K, Q2_K): byte panels of codes q <= 63 (nibble
+/// panels when four_bit, as for shrink_gemm_u8s8_panels), and per
 /// channel an int8 multiplier m for every 16 inputs and a float scale S for every super-block of
 /// blocks_per_super activation blocks, w = S * m * (q - zero), or with offsets (offset_multipliers
 /// not NULL: a u8 k per channel and 16 inputs, laid out like the multipliers, and a float S_o per
@@ -159,13 +162,13 @@ void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts
 /// per super-block part = sum over its blocks, in order, of fma(float(dot), s_b, part) (and
 /// offset_part the same of o); then acc = fma(part, S, acc), then acc = fma(-offset_part, S_o, acc),
 /// in super-block order; y = acc (+ bias).
-void shrink_gemm_u8s8_half_blocks(const uint8_t *w, const int8_t *multipliers, const float *super_scales, int32_t zero,
+void shrink_gemm_u8s8_half_blocks(const uint8_t *w, int four_bit, const int8_t *multipliers, const float *super_scales, int32_t zero,
                                   const uint8_t *offset_multipliers, const float *super_offsets, size_t n, size_t kpad,
                                   size_t blocks_per_super, size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
                                   size_t rows, float *y, size_t ldy, const float *bias);
 
 /// shrink_gemm_u8s8_half_blocks with AVX2 `vpmaddubsw` (codes <= 63: no pair sum saturates; same results).
-void shrink_gemm_u8s8_half_blocks_avx2(const uint8_t *w, const int8_t *multipliers, const float *super_scales, int32_t zero,
+void shrink_gemm_u8s8_half_blocks_avx2(const uint8_t *w, int four_bit, const int8_t *multipliers, const float *super_scales, int32_t zero,
                                        const uint8_t *offset_multipliers, const float *super_offsets, size_t n, size_t kpad,
                                        size_t blocks_per_super, size_t panel_begin, size_t panel_end, const int8_t *xq,
                                        const float *xscales, size_t rows, float *y, size_t ldy, const float *bias);
