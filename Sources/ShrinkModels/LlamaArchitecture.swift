@@ -108,12 +108,16 @@ struct LlamaTensorTable {
 
     var linearOpIndices: [Int] { [1, 2, 3, 4, 6, 7, 8] }
 
+    /// The token embedding, final norm and output projection tensors.
+    var globalNames: (embedding: String, norm: String, output: String) {
+        config.ggufNames ? ("token_embd.weight", "output_norm.weight", "output.weight")
+                         : ("model.embed_tokens.weight", "model.norm.weight", "lm_head.weight")
+    }
+
     var tensors: [ArchitectureTensor] {
         let c = config
         let hidden = c.hiddenSize, queries = c.heads * c.headDimension, keys = c.keyValueHeads * c.headDimension
-        let global: (embedding: String, norm: String, output: String) = c.ggufNames
-            ? ("token_embd.weight", "output_norm.weight", "output.weight")
-            : ("model.embed_tokens.weight", "model.norm.weight", "lm_head.weight")
+        let global = globalNames
         var table = [ArchitectureTensor(name: global.embedding, shape: [c.vocabularySize, hidden], opType: "embedding", layer: nil)]
         let shapes: [(shape: [Int], opType: String)] = [
             ([hidden], "norm"), ([queries, hidden], "attention.q"), ([keys, hidden], "attention.k"), ([keys, hidden], "attention.v"),
@@ -154,8 +158,16 @@ extension LlamaFamilyArchitecture {
     public var observationPoints: [String] { table.observationPoints }
 
     public func makeRuntime(files: ModelFiles, options: RuntimeOptions) throws -> any ModelRuntime {
+        try makeDecoder(files: files, options: options)
+    }
+
+    /// The decoder over `files` (its tokenizer from GGUF metadata when the configuration is a GGUF file).
+    public func makeDecoder(files: ModelFiles, options: RuntimeOptions) throws -> LlamaDecoder {
         try validate(files.store)
-        throw ModelError.notRunnable(architecture: Self.name, reason: "the decoder runtime is not built yet (language models, part 2)")
+        var tokenizer: BPETokenizer?
+        if case .gguf(let file) = files.configuration { tokenizer = try BPETokenizer(gguf: file) }
+        return try LlamaDecoder(config: config, architecture: Self.name, perHeadNorms: Self.perHeadNorms,
+                                source: WeightSource(store: files.store, options: options), tokenizer: tokenizer)
     }
 }
 

@@ -3,7 +3,7 @@ import Testing
 import ShrinkKernels
 import ShrinkTestSupport
 
-/// The decoder's runtime ops (RMSNorm, SwiGLU, rotary positions) and softmax against references
+/// The decoder's runtime ops (RMSNorm, SwiGLU, rotary positions, causal attention over a cache) and softmax against references
 /// computed in `Double`, over awkward widths, zero rows and large inputs.
 @Suite struct DecoderOpsTests {
     @Test(arguments: [1, 7, 64, 576])
@@ -72,5 +72,46 @@ import ShrinkTestSupport
         let first = [1.0, 2, 3, 4].map { exp($0 - 4) }, total = first.reduce(0, +)
         for i in 0..<4 { #expect(abs(Double(values[i]) - first[i] / total) <= 1e-7) }
         #expect(values[7] == 0 && values[8] == 0.25)
+    }
+    /// Causal grouped-query attention against a `Double` reference: head sizes that are and are not
+    /// multiples of 16, one and several heads per key/value head, a batch starting at position 0
+    /// and one continuing a cache, 1 and 2 threads.
+    @Test(arguments: [(64, 9, 3, 0, 5), (24, 4, 4, 7, 3), (17, 6, 2, 30, 1), (64, 2, 1, 0, 40)], [1, 2])
+    func causalAttentionMatchesTheDoubleReference(shape: (headSize: Int, heads: Int, keyValueHeads: Int, start: Int, rows: Int), threads: Int) {
+        let (headSize, heads, kvHeads, start, rows) = shape
+        var generator = SeededGenerator(seed: UInt64(headSize * 31 + start))
+        let positions = start + rows, stride = kvHeads * headSize
+        let query = generator.floats(rows * heads * headSize, in: -2...2)
+        let keys = generator.floats(positions * stride, in: -2...2), values = generator.floats(positions * stride, in: -1...1)
+        var scratch = [Float](repeating: .nan, count: threads * CausalAttention.scratch(positions: positions))
+        var context = [Float](repeating: .nan, count: rows * heads * headSize)
+        let scale = 1 / Float(headSize).squareRoot()
+        query.withUnsafeBufferPointer { q in
+            keys.withUnsafeBufferPointer { k in
+                values.withUnsafeBufferPointer { v in
+                    scratch.withUnsafeMutableBufferPointer { s in
+                        context.withUnsafeMutableBufferPointer { c in
+                            CausalAttention.run(query: q.baseAddress!, rows: rows, start: start, heads: heads, keyValueHeads: kvHeads, headSize: headSize,
+                                                keys: k.baseAddress!, values: v.baseAddress!, scale: scale, threads: threads,
+                                                scratch: s.baseAddress!, context: c.baseAddress!)
+                        }
+                    }
+                }
+            }
+        }
+        for row in 0..<rows {
+            for head in 0..<heads {
+                let kv = (head / (heads / kvHeads)) * headSize, length = start + row + 1
+                let scores = (0..<length).map { j in
+                    (0..<headSize).reduce(0.0) { $0 + Double(query[(row * heads + head) * headSize + $1]) * Double(keys[j * stride + kv + $1]) } * Double(scale)
+                }
+                let largest = scores.max()!, weights = scores.map { exp($0 - largest) }, total = weights.reduce(0, +)
+                for d in 0..<headSize {
+                    let expected = (0..<length).reduce(0.0) { $0 + weights[$1] / total * Double(values[$1 * stride + kv + d]) }
+                    let actual = Double(context[(row * heads + head) * headSize + d])
+                    #expect(abs(actual - expected) <= 1e-5, "row \(row) head \(head) dimension \(d)")
+                }
+            }
+        }
     }
 }

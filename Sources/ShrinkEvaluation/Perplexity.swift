@@ -1,0 +1,75 @@
+import Foundation
+import ShrinkModels
+
+/// Perplexity the way llama.cpp's `llama-perplexity` measures it: the text's tokens cut into
+/// chunks of `context` tokens (`⌊tokens / context⌋` of them, or fewer when asked), each run from
+/// an empty cache (its first token replaced by BOS when the model adds one); in each chunk the
+/// tokens of the second half are scored, position `j` in `context/2 … context − 2` predicting
+/// token `j + 1`: `PPL = exp(mean of −log softmax(logits_j)[token_{j+1}])`, the log-softmax in
+/// `Double`. Scored tokens: `chunks · (context − 1 − context/2)`.
+public enum Perplexity {
+    public struct Result: Sendable, Equatable {
+        public var chunks: Int
+        public var scoredTokens: Int
+        /// Mean negative log-likelihood (nats per token).
+        public var meanNLL: Double
+        public var perplexity: Double { exp(meanNLL) }
+        /// llama.cpp's ± : the standard error of the mean NLL carried to the perplexity.
+        public var uncertainty: Double
+        public var seconds: Double
+    }
+
+    /// WikiText-2's test split shipped with the project (`data/wikitext-2/test.txt`, CC BY-SA).
+    public static var defaultText: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("data/wikitext-2/test.txt").path
+    }
+
+    public enum Failure: Error, Equatable, CustomStringConvertible {
+        case tooShort(tokens: Int, context: Int)
+
+        public var description: String {
+            switch self {
+            case .tooShort(let tokens, let context): "the text has \(tokens) tokens, fewer than one context of \(context)"
+            }
+        }
+    }
+
+    /// Scores `tokens` with `decoder` (see the type's documentation); `progress(chunk, runningPPL)`
+    /// after each chunk.
+    public static func measure(decoder: LlamaDecoder, tokens: [Int32], context: Int, chunks: Int? = nil,
+                               progress: (Int, Double) -> Void = { _, _ in }) throws -> Result {
+        let available = tokens.count / context
+        guard available > 0 else { throw Failure.tooShort(tokens: tokens.count, context: context) }
+        let count = min(chunks ?? available, available)
+        let first = context / 2
+        let state = decoder.makeState(capacity: context, batch: context)
+        let bos = decoder.tokenizer.flatMap { $0.addsBOS ? $0.bos : nil }
+        var sum = 0.0, squares = 0.0, scored = 0
+        let start = Date()
+        for chunk in 0..<count {
+            var window = Array(tokens[(chunk * context)..<((chunk + 1) * context)])
+            if let bos { window[0] = bos }
+            state.reset()
+            try decoder.evaluate(window, state: state, logitRows: first..<(context - 1)) { row, logits in
+                let nll = negativeLogLikelihood(logits, target: Int(window[row + 1]))
+                sum += nll
+                squares += nll * nll
+                scored += 1
+            }
+            progress(chunk + 1, exp(sum / Double(scored)))
+        }
+        let mean = sum / Double(scored)
+        let variance = max(0, squares / Double(scored) - mean * mean)
+        let uncertainty = scored > 1 ? (variance / Double(scored - 1)).squareRoot() * exp(mean) : 0
+        return Result(chunks: count, scoredTokens: scored, meanNLL: mean, uncertainty: uncertainty, seconds: Date().timeIntervalSince(start))
+    }
+
+    /// `−log softmax(logits)[target]`, the sum of exponentials in `Double` after subtracting the maximum.
+    public static func negativeLogLikelihood(_ logits: UnsafeBufferPointer<Float>, target: Int) -> Double {
+        let largest = logits.max() ?? 0
+        var total = 0.0
+        for value in logits { total += exp(Double(value - largest)) }
+        return -(Double(logits[target] - largest) - log(total))
+    }
+}

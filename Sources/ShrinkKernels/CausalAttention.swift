@@ -1,0 +1,90 @@
+import Foundation
+import ShrinkCore
+
+/// Causal grouped-query attention over a key/value cache: query row `i` (at position
+/// `start + i`) of head `h` attends to cache positions `0…start + i` of key/value head
+/// `h / (heads / keyValueHeads)`:
+/// `context = Σ_j softmax_j(scale · q · k_j) · v_j`, the softmax with its maximum subtracted, in
+/// `Float`. The cache holds, per position, `keyValueHeads × headSize` keys (and values) in a row.
+/// O(rows · heads · positions · headSize); threads split the (row, head) pairs.
+public enum CausalAttention {
+    /// Scratch floats one thread needs for `positions` cache positions.
+    public static func scratch(positions: Int) -> Int { positions }
+
+    /// - Parameters:
+    ///   - query: `rows × heads × headSize` floats.
+    ///   - keys, values: the cache, `(start + rows) × keyValueHeads × headSize` floats at least.
+    ///   - scratch: `threads × scratch(positions: start + rows)` floats.
+    ///   - context: receives `rows × heads × headSize` floats.
+    public static func run(query: UnsafePointer<Float>, rows: Int, start: Int, heads: Int, keyValueHeads: Int, headSize: Int,
+                           keys: UnsafePointer<Float>, values: UnsafePointer<Float>, scale: Float, threads: Int,
+                           scratch: UnsafeMutablePointer<Float>, context: UnsafeMutablePointer<Float>) {
+        let group = heads / keyValueHeads, stride = keyValueHeads * headSize
+        let pairs = rows * heads
+        let work = pairs * (start + rows) * headSize
+        let workers = max(1, min(threads, pairs, work / (1 << 16)))
+        let perThread = Self.scratch(positions: start + rows)
+        WorkerPool.shared.run(workers) { worker in
+            let scores = scratch + worker * perThread
+            var pair = worker * pairs / workers
+            let end = (worker + 1) * pairs / workers
+            while pair < end {
+                let (row, head) = pair.quotientAndRemainder(dividingBy: heads)
+                let q = query + (row * heads + head) * headSize
+                let kv = (head / group) * headSize
+                let length = start + row + 1
+                var largest = -Float.infinity
+                for j in 0..<length {
+                    let score = scale * dot(q, keys + j * stride + kv, headSize)
+                    scores[j] = score
+                    largest = max(largest, score)
+                }
+                var total: Float = 0
+                for j in 0..<length {
+                    let e = expf(scores[j] - largest)
+                    scores[j] = e
+                    total += e
+                }
+                let out = context + (row * heads + head) * headSize
+                out.update(repeating: 0, count: headSize)
+                let inverse = 1 / total
+                for j in 0..<length { axpy(scores[j] * inverse, values + j * stride + kv, out, headSize) }
+                pair += 1
+            }
+        }
+    }
+
+    /// `Σ a[i] · b[i]` over `n` floats, 16 lanes at a time.
+    @inline(__always)
+    static func dot(_ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, _ n: Int) -> Float {
+        var sum = SIMD16<Float>()
+        var i = 0
+        while i + 16 <= n {
+            // `addProduct` would call `fmaf` lane by lane: a multiply and an add vectorize.
+            sum += UnsafeRawPointer(a + i).loadUnaligned(as: SIMD16<Float>.self) * UnsafeRawPointer(b + i).loadUnaligned(as: SIMD16<Float>.self)
+            i += 16
+        }
+        var total = sum.sum()
+        while i < n {
+            total += a[i] * b[i]
+            i += 1
+        }
+        return total
+    }
+
+    /// `y[i] += a · x[i]` over `n` floats.
+    @inline(__always)
+    static func axpy(_ a: Float, _ x: UnsafePointer<Float>, _ y: UnsafeMutablePointer<Float>, _ n: Int) {
+        var i = 0
+        while i + 16 <= n {
+            let target = UnsafeMutableRawPointer(y + i)
+            let value = target.loadUnaligned(as: SIMD16<Float>.self) + a * UnsafeRawPointer(x + i).loadUnaligned(as: SIMD16<Float>.self)
+            target.storeBytes(of: value, as: SIMD16<Float>.self)
+            i += 16
+        }
+        while i < n {
+            y[i] += a * x[i]
+            i += 1
+        }
+    }
+}

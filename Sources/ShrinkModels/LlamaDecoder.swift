@@ -1,0 +1,285 @@
+import Foundation
+import ShrinkCore
+import ShrinkIO
+import ShrinkKernels
+
+/// A Llama-family decoder built from any `TensorStore`: token embedding, per layer RMSNorm →
+/// q/k/v (Qwen3: RMSNorm of each query and key head) → rotary positions → causal grouped-query
+/// attention over a key/value cache → output projection → residual, RMSNorm → SwiGLU
+/// feed-forward → residual; final RMSNorm and the output projection (the token embedding when
+/// the file has no `output.weight`). Linear layers run as stored through their kernels
+/// (`WeightSource`: integer kernels for the encodings they cover).
+public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
+    public let config: LlamaConfig
+    public let architecture: String
+    /// The tokenizer of a GGUF file (nil for Hugging Face weights, whose tokenizer Shrink does not read).
+    public let tokenizer: BPETokenizer?
+    public let threads: Int
+
+    struct Layer {
+        let attentionNorm: RMSNormWeights
+        let query, key, value, attentionOutput: any LinearOperator
+        let queryNorm, keyNorm: RMSNormWeights?
+        let feedForwardNorm: RMSNormWeights
+        let gate, up, down: any LinearOperator
+    }
+
+    let layers: [Layer]
+    let embedding: EmbeddingTable
+    let outputNorm: RMSNormWeights
+    let output: any LinearOperator
+    let rope: RotaryEmbedding
+
+    /// Builds the decoder of `config` from `source`; `perHeadNorms` for Qwen3.
+    /// - Throws: `ModelError` naming a missing or misshapen tensor, or what cannot run.
+    init(config: LlamaConfig, architecture: String, perHeadNorms: Bool, source: WeightSource, tokenizer: BPETokenizer?) throws(ModelError) {
+        let table = LlamaTensorTable(config: config, perHeadNorms: perHeadNorms)
+        if source.store.tensor(named: "rope_freqs.weight") != nil {
+            throw .notRunnable(architecture: architecture, reason: "rope_freqs.weight (Llama 3.1 frequency factors) is not supported yet")
+        }
+        let c = config
+        let queries = c.heads * c.headDimension, keys = c.keyValueHeads * c.headDimension
+        func norm(_ name: String, _ size: Int) throws(ModelError) -> RMSNormWeights {
+            RMSNormWeights(weight: try source.floats(name, shape: [size]), epsilon: c.rmsNormEpsilon)
+        }
+        var layers: [Layer] = []
+        for layer in 0..<c.layers {
+            func op(_ index: Int) -> String { table.op(layer, index) }
+            layers.append(Layer(
+                attentionNorm: try norm(op(0) + ".weight", c.hiddenSize),
+                query: try source.linear(op(1), out: queries, in: c.hiddenSize),
+                key: try source.linear(op(2), out: keys, in: c.hiddenSize),
+                value: try source.linear(op(3), out: keys, in: c.hiddenSize),
+                attentionOutput: try source.linear(op(4), out: c.hiddenSize, in: queries),
+                queryNorm: perHeadNorms ? try norm(op(9) + ".weight", c.headDimension) : nil,
+                keyNorm: perHeadNorms ? try norm(op(10) + ".weight", c.headDimension) : nil,
+                feedForwardNorm: try norm(op(5) + ".weight", c.hiddenSize),
+                gate: try source.linear(op(6), out: c.intermediateSize, in: c.hiddenSize),
+                up: try source.linear(op(7), out: c.intermediateSize, in: c.hiddenSize),
+                down: try source.linear(op(8), out: c.hiddenSize, in: c.intermediateSize)))
+        }
+        let names = table.globalNames
+        embedding = try source.embedding(names.embedding, columns: c.hiddenSize)
+        guard embedding.rows == c.vocabularySize else {
+            throw .invalidWeight(tensor: names.embedding, reason: "has \(embedding.rows) rows for a vocabulary of \(c.vocabularySize)")
+        }
+        outputNorm = try norm(names.norm, c.hiddenSize)
+        let outputOp = source.store.tensor(named: names.output) == nil ? names.embedding : names.output
+        output = try source.linear(String(outputOp.dropLast(".weight".count)), out: c.vocabularySize, in: c.hiddenSize)
+        // GGUF's Llama rows are permuted for ggml's adjacent pairs; Qwen3 and Hugging Face files
+        // rotate halves.
+        rope = RotaryEmbedding(dimensions: c.headDimension, base: c.ropeTheta,
+                               pairing: c.ggufNames && !perHeadNorms ? .adjacent : .halves)
+        self.layers = layers
+        self.config = config
+        self.architecture = architecture
+        self.tokenizer = tokenizer
+        threads = source.threads
+    }
+
+    /// A key/value cache of `capacity` positions and buffers for batches of up to `batch` tokens.
+    public func makeState(capacity: Int, batch: Int = 512) -> DecoderState {
+        DecoderState(config: config, capacity: capacity, batch: max(1, min(batch, capacity)), threads: threads)
+    }
+
+    /// Runs `tokens` at the state's next positions (in batches of at most `state.batch`) and
+    /// returns, for each position of `logitRows` (indices into `tokens`), the next-token logits
+    /// in order, `vocabularySize` floats each.
+    /// - Throws: `ModelError` when the cache would overflow or a token id is outside the vocabulary.
+    public func evaluate(_ tokens: [Int32], state: DecoderState, logitRows: Range<Int>? = nil,
+                         consume: (_ row: Int, _ logits: UnsafeBufferPointer<Float>) -> Void = { _, _ in }) throws(ModelError) {
+        guard state.position + tokens.count <= state.capacity else {
+            throw .notRunnable(architecture: architecture,
+                               reason: "\(state.position + tokens.count) positions exceed the cache of \(state.capacity)")
+        }
+        if let bad = tokens.first(where: { $0 < 0 || Int($0) >= config.vocabularySize }) {
+            throw .notRunnable(architecture: architecture, reason: "token id \(bad) is outside the vocabulary of \(config.vocabularySize)")
+        }
+        var first = 0
+        while first < tokens.count {
+            let count = min(state.batch, tokens.count - first)
+            forward(Array(tokens[first..<(first + count)]), state: state)
+            if let wanted = logitRows?.clamped(to: first..<(first + count)), !wanted.isEmpty {
+                logits(rows: (wanted.lowerBound - first)..<(wanted.upperBound - first), state: state) { row, values in
+                    consume(first + row, values)
+                }
+            }
+            first += count
+        }
+    }
+
+    /// One batch of tokens through every layer: `state.x` holds their hidden states afterwards,
+    /// and the cache their keys and values.
+    func forward(_ tokens: [Int32], state: DecoderState) {
+        let c = config, rows = tokens.count, hidden = c.hiddenSize
+        let queries = c.heads * c.headDimension, keys = c.keyValueHeads * c.headDimension
+        let start = state.position
+        state.x.withUnsafeMutableBufferPointer { x in
+            for (row, token) in tokens.enumerated() { embedding.gather(row: Int(token), into: x.baseAddress! + row * hidden) }
+        }
+        // Rotation angles of each row's position.
+        state.angles.withUnsafeMutableBufferPointer { table in
+            for row in 0..<rows { rope.angles(position: start + row, into: table.baseAddress! + row * rope.tableSize) }
+        }
+        for (index, layer) in layers.enumerated() {
+            copyNormalized(state, rows: rows, norm: layer.attentionNorm)
+            layer.query.forward(state.normalized, rows: rows, into: &state.query)
+            layer.key.forward(state.normalized, rows: rows, into: &state.key)
+            layer.value.forward(state.normalized, rows: rows, into: &state.value)
+            state.query.withUnsafeMutableBufferPointer { q in
+                state.key.withUnsafeMutableBufferPointer { k in
+                    state.angles.withUnsafeBufferPointer { table in
+                        for row in 0..<rows {
+                            let qRow = q.baseAddress! + row * queries, kRow = k.baseAddress! + row * keys
+                            layer.queryNorm?.apply(qRow, rows: c.heads)
+                            layer.keyNorm?.apply(kRow, rows: c.keyValueHeads)
+                            let angles = table.baseAddress! + row * rope.tableSize
+                            rope.rotate(qRow, heads: c.heads, headSize: c.headDimension, table: angles)
+                            rope.rotate(kRow, heads: c.keyValueHeads, headSize: c.headDimension, table: angles)
+                        }
+                    }
+                }
+            }
+            state.store(layer: index, rows: rows)
+            state.attend(layer: index, rows: rows, heads: c.heads, keyValueHeads: c.keyValueHeads, headSize: c.headDimension)
+            layer.attentionOutput.forward(state.context, rows: rows, into: &state.projected)
+            addProjected(state, rows: rows)
+            copyNormalized(state, rows: rows, norm: layer.feedForwardNorm)
+            layer.gate.forward(state.normalized, rows: rows, into: &state.gate)
+            layer.up.forward(state.normalized, rows: rows, into: &state.up)
+            state.gate.withUnsafeMutableBufferPointer { gate in
+                state.up.withUnsafeBufferPointer { up in KernelVariant.swiGLU(gate: gate.baseAddress!, up: up.baseAddress!, rows * c.intermediateSize) }
+            }
+            layer.down.forward(state.gate, rows: rows, into: &state.projected)
+            addProjected(state, rows: rows)
+        }
+        state.position += rows
+        state.rows = rows
+    }
+
+    /// Logits of rows `rows` of the last batch, in groups of up to 32 rows.
+    func logits(rows: Range<Int>, state: DecoderState, _ consume: (Int, UnsafeBufferPointer<Float>) -> Void) {
+        let hidden = config.hiddenSize, vocabulary = config.vocabularySize
+        var first = rows.lowerBound
+        while first < rows.upperBound {
+            let count = min(DecoderState.logitRows, rows.upperBound - first)
+            state.x.withUnsafeBufferPointer { x in
+                state.normalized.withUnsafeMutableBufferPointer { n in
+                    n.baseAddress!.update(from: x.baseAddress! + first * hidden, count: count * hidden)
+                    outputNorm.apply(n.baseAddress!, rows: count)
+                }
+            }
+            output.forward(state.normalized, rows: count, into: &state.logits)
+            state.logits.withUnsafeBufferPointer { values in
+                for row in 0..<count { consume(first + row, UnsafeBufferPointer(rebasing: values[(row * vocabulary)..<((row + 1) * vocabulary)])) }
+            }
+            first += count
+        }
+    }
+
+    private func copyNormalized(_ state: DecoderState, rows: Int, norm: RMSNormWeights) {
+        let count = rows * config.hiddenSize
+        state.x.withUnsafeBufferPointer { x in
+            state.normalized.withUnsafeMutableBufferPointer { n in
+                n.baseAddress!.update(from: x.baseAddress!, count: count)
+                norm.apply(n.baseAddress!, rows: rows)
+            }
+        }
+    }
+
+    private func addProjected(_ state: DecoderState, rows: Int) {
+        let count = rows * config.hiddenSize
+        state.x.withUnsafeMutableBufferPointer { x in
+            state.projected.withUnsafeBufferPointer { p in for i in 0..<count { x[i] += p[i] } }
+        }
+    }
+
+    /// Runs each text through the decoder from an empty cache (what calibration observes); texts
+    /// longer than the context are cut to it.
+    public func run(calibrationTexts texts: [String]) throws {
+        guard let tokenizer else {
+            throw ModelError.notRunnable(architecture: architecture, reason: "calibration needs the tokenizer of a GGUF file")
+        }
+        let capacity = min(config.contextLength, 2048)
+        let state = makeState(capacity: capacity)
+        for text in texts {
+            state.reset()
+            let tokens = tokenizer.encode(text, addBOS: tokenizer.addsBOS)
+            guard !tokens.isEmpty else { continue }
+            try evaluate(Array(tokens.prefix(capacity)), state: state)
+        }
+    }
+}
+
+/// What one decoding sequence holds: the key/value cache of every layer, its next position, and
+/// the batch buffers the forward pass reuses (allocated once, so that a token allocates nothing).
+public final class DecoderState {
+    /// Rows of logits computed at a time.
+    static let logitRows = 32
+    public let capacity: Int
+    public let batch: Int
+    /// The next position (tokens in the cache).
+    public internal(set) var position = 0
+    /// Rows of the last batch.
+    var rows = 0
+    let threads: Int
+    let keyStride: Int
+    var keys: [[Float]]
+    var values: [[Float]]
+    var x, normalized, query, key, value, context, projected, gate, up, logits, angles, scratch: [Float]
+
+    init(config c: LlamaConfig, capacity: Int, batch: Int, threads: Int) {
+        self.capacity = capacity
+        self.batch = batch
+        self.threads = threads
+        keyStride = c.keyValueHeads * c.headDimension
+        keys = Array(repeating: [Float](repeating: 0, count: capacity * keyStride), count: c.layers)
+        values = keys
+        let queries = c.heads * c.headDimension
+        x = [Float](repeating: 0, count: batch * c.hiddenSize)
+        normalized = [Float](repeating: 0, count: max(batch, Self.logitRows) * max(c.hiddenSize, queries))
+        query = [Float](repeating: 0, count: batch * queries)
+        key = [Float](repeating: 0, count: batch * keyStride)
+        value = key
+        context = query
+        projected = x
+        gate = [Float](repeating: 0, count: batch * c.intermediateSize)
+        up = gate
+        logits = [Float](repeating: 0, count: Self.logitRows * c.vocabularySize)
+        angles = [Float](repeating: 0, count: batch * c.headDimension)
+        scratch = [Float](repeating: 0, count: max(1, threads) * CausalAttention.scratch(positions: capacity))
+    }
+
+    /// Empties the cache.
+    public func reset() { position = 0 }
+
+    /// Writes the batch's keys and values to the cache at positions `position…`.
+    func store(layer: Int, rows: Int) {
+        let offset = position * keyStride, count = rows * keyStride
+        keys[layer].withUnsafeMutableBufferPointer { cache in
+            key.withUnsafeBufferPointer { cache.baseAddress!.advanced(by: offset).update(from: $0.baseAddress!, count: count) }
+        }
+        values[layer].withUnsafeMutableBufferPointer { cache in
+            value.withUnsafeBufferPointer { cache.baseAddress!.advanced(by: offset).update(from: $0.baseAddress!, count: count) }
+        }
+    }
+
+    /// Attention of the batch's queries over the cache into `context`.
+    func attend(layer: Int, rows: Int, heads: Int, keyValueHeads: Int, headSize: Int) {
+        let start = position
+        keys[layer].withUnsafeBufferPointer { k in
+            values[layer].withUnsafeBufferPointer { v in
+                query.withUnsafeBufferPointer { q in
+                    scratch.withUnsafeMutableBufferPointer { s in
+                        context.withUnsafeMutableBufferPointer { out in
+                            CausalAttention.run(query: q.baseAddress!, rows: rows, start: start, heads: heads, keyValueHeads: keyValueHeads,
+                                                headSize: headSize, keys: k.baseAddress!, values: v.baseAddress!,
+                                                scale: 1 / Float(headSize).squareRoot(), threads: threads, scratch: s.baseAddress!,
+                                                context: out.baseAddress!)
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
