@@ -37,6 +37,9 @@ let package = Package(
             name: "KernelBenchmark", dependencies: ["ShrinkKernels", "ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"],
             path: "Benchmarks/KernelBenchmark", swiftSettings: kernelSettings),
         .executableTarget(
+            name: "DecoderBenchmark", dependencies: ["ShrinkModels", "ShrinkKernels", "ShrinkTestSupport"],
+            path: "Benchmarks/DecoderBenchmark", swiftSettings: kernelSettings),
+        .executableTarget(
             name: "PeerBenchmark", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkCompression", "ShrinkIO"],
             path: "Benchmarks/PeerBenchmark", swiftSettings: kernelSettings),
         .target(name: "ShrinkTestSupport", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkCompression", "CShrinkKernels"], path: "Tests/ShrinkTestSupport"),

@@ -33,5 +33,11 @@ public struct Console: Sendable {
     }
 
     func print(_ line: String) { writeOutput(line) }
+    /// Text without a newline, shown at once (generated tokens as they arrive): written as is to
+    /// standard output, or handed to a custom sink as one piece.
+    func stream(_ text: String) {
+        guard !text.isEmpty else { return }
+        if isStandard { FileHandle.standardOutput.write(Data(text.utf8)) } else { writeOutput(text) }
+    }
     func printError(_ line: String) { writeError(line) }
 }

@@ -38,6 +38,8 @@ public struct BPETokenizer: Sendable {
     public let addsBOS: Bool
     /// The ids that end a generated turn: EOS, EOT (`tokenizer.ggml.eot_token_id`).
     public let endOfGeneration: Set<Int32>
+    /// The chat template (`tokenizer.chat_template`, Jinja), when the file has one.
+    public let chatTemplate: String?
     let ids: [String: Int32]
     /// Merge of the pair (left id << 32 | right id): its rank and the merged token's id.
     let merges: [UInt64: (rank: Int32, merged: Int32)]
@@ -99,6 +101,7 @@ public struct BPETokenizer: Sendable {
         eos = try tokenID("tokenizer.ggml.eos_token_id")
         let eot = try tokenID("tokenizer.ggml.eot_token_id")
         endOfGeneration = Set([eos, eot].compactMap { $0 })
+        chatTemplate = file.value("tokenizer.chat_template")?.stringValue
         if case .bool(let flag)? = file.value("tokenizer.ggml.add_bos_token") { addsBOS = flag && bos != nil } else { addsBOS = false }
         // ggml token types: 3 control, 4 user-defined.
         specials = types.enumerated().filter { $0.element == 3 || $0.element == 4 }

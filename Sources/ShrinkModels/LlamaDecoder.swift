@@ -77,6 +77,15 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
         threads = source.threads
     }
 
+    /// Bytes a decoded token reads from its weights: every linear layer's packed weight (the
+    /// integer kernels' panels; 4 bytes per weight for the other operators) and one embedding row.
+    public var streamedBytesPerToken: Int {
+        let linears = layers.flatMap { [$0.query, $0.key, $0.value, $0.attentionOutput, $0.gate, $0.up, $0.down] } + [output]
+        return linears.reduce(config.hiddenSize * 4) { total, op in
+            total + ((op as? Int8ActivationLinear)?.weights.byteCount ?? op.inFeatures * op.outFeatures * 4)
+        }
+    }
+
     /// A key/value cache of `capacity` positions and buffers for batches of up to `batch` tokens.
     public func makeState(capacity: Int, batch: Int = 512) -> DecoderState {
         DecoderState(config: config, capacity: capacity, batch: max(1, min(batch, capacity)), threads: threads)

@@ -26,3 +26,26 @@ import ShrinkTestSupport
         #expect(run(["perplexity", "--ctx", "2"]).errors.contains("--ctx must be at least 4"))
     }
 }
+
+/// `shrink generate` and `shrink tokenize` on SmolLM2.
+@Suite struct GenerateCommandTests {
+    @Test func greedyGenerationCompletesAFact() {
+        let result = run(["generate", "--prompt", "The capital of France is", "--max-tokens", "3", "--threads", "2"])
+        #expect(result.code == 0, "\(result.errors)")
+        #expect(result.output.replacingOccurrences(of: "\n", with: "").hasPrefix(" Paris"), "\(result.output)")
+        #expect(result.errors.contains("prompt: 5 tokens") && result.errors.contains("decode: 3 tokens"))
+        let chat = run(["generate", "--prompt", "Say hello.", "--chat", "--max-tokens", "8", "--temperature", "0.7", "--seed", "4"])
+        #expect(chat.code == 0 && !chat.output.isEmpty)
+        #expect(run(["generate", "--prompt", "x", "--top-p", "0"]).errors.contains("--top-p is out of range"))
+        #expect(run(["generate", "--prompt", "x", "--model", "minilm"]).errors.contains("does not provide next-token logits"))
+    }
+
+    @Test func tokenizePrintsTheReferenceIDs() {
+        let folder = TemporaryDirectory()
+        let input = folder.file("text.txt")
+        FileManager.default.createFile(atPath: input, contents: Data("Hello world! The quick brown fox jumps over the lazy dog.".utf8))
+        let result = run(["tokenize", "--input", input, "--json"])
+        #expect(result.code == 0 && result.output == "[19556, 905, 17, 378, 2365, 6354, 16438, 27003, 690, 260, 23790, 2767, 30]")
+        #expect(run(["tokenize", "--input", folder.file("none.txt")]).code != 0)
+    }
+}
