@@ -1,4 +1,5 @@
 import Foundation
+import ShrinkCore
 
 /// Picks the next token from logits: greedy at temperature 0, else a draw from
 /// `softmax(logits / temperature)` restricted to the smallest set of most likely tokens whose
@@ -43,21 +44,6 @@ public struct TokenSampler {
             if draw <= 0 { return Int32(candidate.index) }
         }
         return Int32(probabilities[kept - 1].index)
-    }
-}
-
-/// Steele, Lea and Flood's SplitMix64: a small seeded generator (not for cryptography).
-public struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-
-    public init(seed: UInt64) { state = seed }
-
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 
