@@ -19,6 +19,8 @@ enum PerplexityCommand {
             OptionSpec(name: "--ctx", valueName: "n", help: "Tokens per window (default 512)."),
             OptionSpec(name: "--chunks", valueName: "n", help: "Windows to score (default: all the text holds)."),
             OptionSpec(name: "--threads", valueName: "n", help: "Threads (default: all cores)."),
+            OptionSpec(name: "--kl-base", valueName: "file", help: "Save this model's log-probabilities of the scored rows (the base of a KL-divergence run; 2 bytes per vocabulary entry and row)."),
+            OptionSpec(name: "--kl-divergence", valueName: "file", help: "Report KL-divergence (mean, 99th percentile) and same-top-token rate against a --kl-base file of the same text, ctx and chunks."),
             OptionSpec(name: "--json", valueName: nil, help: "Print the result as JSON."),
         ])
 
@@ -34,19 +36,57 @@ enum PerplexityCommand {
         }
         let text = try readText(textPath)
         let tokens = tokenizer.encode(text)
-        let total = min(chunks ?? Int.max, tokens.count / context)
+        guard tokens.count >= context else { throw Perplexity.Failure.tooShort(tokens: tokens.count, context: context) }
+        let total = Perplexity.chunkCount(tokens: tokens.count, context: context, chunks: chunks)
+        let header = LogProbabilityFile.Header(
+            vocabulary: decoder.config.vocabularySize, context: context, chunks: total, rowsPerChunk: context - 1 - context / 2,
+            tokens: Perplexity.windows(tokens, context: context, chunks: total, bos: tokenizer.addsBOS ? tokenizer.bos : nil))
+        let base = try arguments.value("--kl-divergence").map { path in
+            let reader = try LogProbabilityFile.Reader(path: path)
+            guard reader.header == header else {
+                throw LogProbabilityFile.Failure.mismatch(path: path, reason: "vocabulary, ctx, chunks or tokens differ from this run's")
+            }
+            return reader
+        }
+        let writer = try arguments.value("--kl-base").map { try LogProbabilityFile.Writer(path: $0, header: header) }
+        var divergence = KLDivergenceAccumulator()
+        var baseRow = [Float](repeating: 0, count: header.vocabulary)
+        var writeError: Error?
         let progress = console.progress(total: total)
         progress.begin("chunk 1")
-        let result = try Perplexity.measure(decoder: decoder, tokens: tokens, context: context, chunks: chunks) { chunk, running in
-            progress.end()
-            if chunk < total { progress.begin("chunk \(chunk + 1), PPL so far \(TextTable.fixed(running, digits: 4))") }
+        let result: Perplexity.Result
+        do {
+            result = try Perplexity.measure(decoder: decoder, tokens: tokens, context: context, chunks: chunks, observe: { row, logits in
+                if let writer, writeError == nil {
+                    do { try writer.append(logits) } catch { writeError = error }
+                }
+                if let base {
+                    baseRow.withUnsafeMutableBufferPointer { target in
+                        base.logProbabilities(row: row, into: target.baseAddress!)
+                        divergence.add(base: UnsafeBufferPointer(target), logits: logits)
+                    }
+                }
+            }, progress: { chunk, running in
+                progress.end()
+                if chunk < total { progress.begin("chunk \(chunk + 1), PPL so far \(TextTable.fixed(running, digits: 4))") }
+            })
+            if let writeError { throw writeError }
+            try writer?.finish()
+        } catch {
+            writer?.abandon()
+            throw error
         }
         progress.finish()
         if arguments.flag("--json") {
-            let object: [String: Any] = ["model": modelPath, "text": textPath, "ctx": context, "chunks": result.chunks,
+            var object: [String: Any] = ["model": modelPath, "text": textPath, "ctx": context, "chunks": result.chunks,
                                          "scored_tokens": result.scoredTokens, "perplexity": result.perplexity,
                                          "uncertainty": result.uncertainty, "mean_nll": result.meanNLL, "seconds": result.seconds,
                                          "threads": threads]
+            if base != nil {
+                object["kld_mean"] = divergence.mean
+                object["kld_p99"] = divergence.percentile(0.99)
+                object["same_top_token"] = divergence.sameTopRate
+            }
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
             console.print(String(decoding: data, as: UTF8.self))
         } else {
@@ -55,6 +95,11 @@ enum PerplexityCommand {
             console.print("PPL = \(TextTable.fixed(result.perplexity, digits: 4)) ± \(TextTable.fixed(result.uncertainty, digits: 4)) "
                           + "over \(result.chunks) chunks of \(context) (\(result.scoredTokens) tokens scored, "
                           + "\(TextTable.fixed(Double(result.chunks * context) / max(result.seconds, 1e-9), digits: 1)) tokens/s)")
+            if base != nil {
+                console.print("KLD mean \(TextTable.fixed(divergence.mean, digits: 5)), 99th percentile \(TextTable.fixed(divergence.percentile(0.99), digits: 4)), "
+                              + "same top token \(TextTable.fixed(100 * divergence.sameTopRate, digits: 2)) %")
+            }
+            if let path = arguments.value("--kl-base") { console.print("Saved the base log-probabilities to \(path)") }
         }
         return 0
     }

@@ -35,23 +35,36 @@ public enum Perplexity {
         }
     }
 
-    /// Scores `tokens` with `decoder` (see the type's documentation); `progress(chunk, runningPPL)`
-    /// after each chunk.
+    /// The chunks `measure` scores for a text of `tokens` tokens: ⌊tokens / context⌋, at most `chunks`.
+    public static func chunkCount(tokens: Int, context: Int, chunks: Int?) -> Int { min(chunks ?? tokens / context, tokens / context) }
+
+    /// The tokens `measure` evaluates: its chunks' windows, in order (BOS put first when the model adds one).
+    public static func windows(_ tokens: [Int32], context: Int, chunks: Int, bos: Int32?) -> [Int32] {
+        (0..<chunks).flatMap { chunk in
+            var window = Array(tokens[(chunk * context)..<((chunk + 1) * context)])
+            if let bos { window[0] = bos }
+            return window
+        }
+    }
+
+    /// Scores `tokens` with `decoder` (see the type's documentation); `observe(row, logits)` sees
+    /// each scored row's logits (rows counted from 0 over all chunks), `progress(chunk, runningPPL)`
+    /// runs after each chunk.
     public static func measure(decoder: LlamaDecoder, tokens: [Int32], context: Int, chunks: Int? = nil,
+                               observe: (Int, UnsafeBufferPointer<Float>) -> Void = { _, _ in },
                                progress: (Int, Double) -> Void = { _, _ in }) throws -> Result {
-        let available = tokens.count / context
-        guard available > 0 else { throw Failure.tooShort(tokens: tokens.count, context: context) }
-        let count = min(chunks ?? available, available)
+        guard tokens.count >= context else { throw Failure.tooShort(tokens: tokens.count, context: context) }
+        let count = chunkCount(tokens: tokens.count, context: context, chunks: chunks)
         let first = context / 2
         let state = decoder.makeState(capacity: context, batch: context)
-        let bos = decoder.tokenizer.flatMap { $0.addsBOS ? $0.bos : nil }
+        let all = windows(tokens, context: context, chunks: count, bos: decoder.tokenizer.flatMap { $0.addsBOS ? $0.bos : nil })
         var sum = 0.0, squares = 0.0, scored = 0
         let start = Date()
         for chunk in 0..<count {
-            var window = Array(tokens[(chunk * context)..<((chunk + 1) * context)])
-            if let bos { window[0] = bos }
+            let window = Array(all[(chunk * context)..<((chunk + 1) * context)])
             state.reset()
             try decoder.evaluate(window, state: state, logitRows: first..<(context - 1)) { row, logits in
+                observe(scored, logits)
                 let nll = negativeLogLikelihood(logits, target: Int(window[row + 1]))
                 sum += nll
                 squares += nll * nll

@@ -49,3 +49,19 @@ import ShrinkTestSupport
         #expect(run(["tokenize", "--input", folder.file("none.txt")]).code != 0)
     }
 }
+
+/// `--kl-base` then `--kl-divergence` on the same model: no divergence, and a base from another
+/// run is refused.
+@Suite struct KLDivergenceCommandTests {
+    @Test func aModelAgainstItsOwnBaseDivergesByTheQuantizationOnly() throws {
+        let folder = TemporaryDirectory()
+        let base = folder.file("base.klp")
+        #expect(run(["perplexity", "--ctx", "64", "--chunks", "2", "--kl-base", base]).code == 0)
+        let result = run(["perplexity", "--ctx", "64", "--chunks", "2", "--threads", "1", "--kl-divergence", base, "--json"])
+        #expect(result.code == 0, "\(result.errors)")
+        let object = try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as! [String: Any]
+        #expect((object["kld_mean"] as! Double) < 1e-3 && (object["same_top_token"] as! Double) > 0.95)
+        let other = run(["perplexity", "--ctx", "64", "--chunks", "1", "--kl-divergence", base])
+        #expect(other.code != 0 && other.errors.contains("was made from another run"))
+    }
+}

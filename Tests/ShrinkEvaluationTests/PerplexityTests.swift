@@ -19,7 +19,7 @@ import ShrinkTestSupport
         let text = try String(contentsOfFile: Perplexity.defaultText, encoding: .utf8)
         let tokens = decoder.tokenizer!.encode(text)
         var running: [Double] = []
-        let result = try Perplexity.measure(decoder: decoder, tokens: tokens, context: 512, chunks: 2) { _, value in running.append(value) }
+        let result = try Perplexity.measure(decoder: decoder, tokens: tokens, context: 512, chunks: 2, progress: { _, value in running.append(value) })
         #expect(result.chunks == 2 && result.scoredTokens == 2 * 255)
         #expect(abs(running[0] / 10.1184 - 1) < 0.01, "chunk 1 alone (255 tokens): \(running[0])")
         #expect(abs(result.perplexity / 14.3926 - 1) < 0.005, "2 chunks: \(result.perplexity)")
