@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Builds data/calibration/minilm-calibration.txt, the calibration text of the shipped calibrated
-recipes, from the calibration splits in ../shared/data (never the test splits):
+"""Builds the calibration texts of the shipped calibrated recipes from the calibration splits in
+../shared/data (never the test splits).
+
+data/calibration/minilm-calibration.txt (MiniLM's recipes):
 
 - 2,048 distinct sentences of the STS Benchmark train split, evenly spaced over the file so that
   every genre is represented (short inputs, like the sentences MiniLM embeds);
@@ -8,6 +10,10 @@ recipes, from the calibration splits in ../shared/data (never the test splits):
   tokenized release's "@.@"-style joiners undone (long inputs, up to the 256-token truncation).
 
 One paragraph follows every 16 sentences, so any prefix (a recipe's "limit") keeps the mix.
+
+data/calibration/smollm2-calibration.txt (SmolLM2's recipes): 256 WikiText-2 validation paragraphs
+of more than 200 characters, evenly spaced, as the file writes them (the text a perplexity run
+reads is in the same tokenized form), one per line.
 Usage: scripts/make_calibration.py [shared data folder]
 """
 import os
@@ -38,3 +44,11 @@ out = os.path.join(os.path.dirname(__file__), "..", "data", "calibration", "mini
 with open(out, "w", encoding="utf-8") as f:
     f.write("\n".join(lines) + "\n")
 print(f"wrote {len(lines)} lines to {os.path.normpath(out)}")
+
+with open(os.path.join(data, "wikitext-2", "valid.txt"), encoding="utf-8") as f:
+    raw = [p.strip() for p in f if len(p.strip()) > 200 and not p.strip().startswith("=")]
+raw = [raw[i * len(raw) // 256] for i in range(256)]
+out = os.path.join(os.path.dirname(__file__), "..", "data", "calibration", "smollm2-calibration.txt")
+with open(out, "w", encoding="utf-8") as f:
+    f.write("\n".join(raw) + "\n")
+print(f"wrote {len(raw)} lines to {os.path.normpath(out)}")

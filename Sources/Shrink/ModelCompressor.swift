@@ -59,14 +59,16 @@ public enum ModelCompressor {
     public static func compress(model: ModelLocation, recipe: Recipe, output: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
                                 progress: @Sendable (TensorCompressionReport) -> Void = { _ in }) throws -> CompressionSummary {
         let start = DispatchTime.now()
+        let store: any TensorStore
         if try ModelFileFormat.detect(path: model.weightsPath) == .gguf {
-            throw ShrinkIOError.unsupportedFormat(path: model.weightsPath, reason: "GGUF models cannot be compressed yet; use safetensors")
+            store = try GGUFStore(path: model.weightsPath)
+        } else {
+            let file = try SafetensorsFile(path: model.weightsPath)
+            if CompressedModel.isCompressed(file) {
+                throw ShrinkIOError.unsupportedFormat(path: model.weightsPath, reason: "the model is already compressed; decompress it first")
+            }
+            store = try SafetensorsStore(file: file)
         }
-        let file = try SafetensorsFile(path: model.weightsPath)
-        if CompressedModel.isCompressed(file) {
-            throw ShrinkIOError.unsupportedFormat(path: model.weightsPath, reason: "the model is already compressed; decompress it first")
-        }
-        let store = try SafetensorsStore(file: file)
         let roles = ModelArchitectures.roles(of: store, configuration: try ModelArchitectures.configuration(of: store, configPath: model.configPath))
         let plan = try CompressionPlan.resolve(recipe, tensors: store.descriptors, roles: roles)
 
@@ -86,7 +88,7 @@ public enum ModelCompressor {
             let task = planned[taskIndex]
             let name = plan.entries[task.index].tensor.name
             let tensorStart = DispatchTime.now()
-            let tensor = try file.tensor(named: name)
+            let tensor = try denseSource(store, name)
             var config = task.config, rule = task.rule
             let correlation = correlations[String(name.dropLast(".weight".count))]
             if config.isCalibrated, correlation == nil {
@@ -103,22 +105,39 @@ public enum ModelCompressor {
             progress(report)
             return (encoded, report)
         }
+        // Tensors the recipe keeps stay as stored: dense ones dense, a GGUF file's block types in
+        // their encoding.
         let encodedNames = Set(results.map(\.0.name))
-        let dense = file.tensors().filter { !encodedNames.contains($0.name) }
-        var metadata = file.metadata
+        var dense: [(name: String, tensor: DenseTensor)] = []
+        var keptEncoded: [EncodedTensor] = []
+        for name in store.names where !encodedNames.contains(name) {
+            switch store.tensor(named: name) {
+            case .dense(let tensor): dense.append((name, tensor))
+            case .encoded(let tensor): keptEncoded.append(tensor)
+            case nil: throw ShrinkIOError.tensorNotFound(path: store.path, tensor: name)
+            }
+        }
+        var metadata = store.metadata
+        if let gguf = store as? GGUFStore {
+            // The decoder's configuration and tokenizer come from the GGUF metadata, kept typed.
+            metadata = [GGUFMetadata.containerKey: GGUFMetadata(file: gguf.file).json]
+        }
         metadata["shrink.recipe"] = recipe.canonicalJSON
         metadata["shrink.recipe_name"] = recipe.name
         metadata["shrink.source"] = (model.weightsPath as NSString).lastPathComponent
-        metadata["shrink.source_sha256"] = try sourceHash(file)
-        try CompressedModel(denseTensors: dense, encodedTensors: results.map(\.0), metadata: metadata).write(to: output)
+        let source = try MemoryMappedFile(path: model.weightsPath)
+        metadata["shrink.source_sha256"] = withExtendedLifetime(source) { SHA256.hexDigest(source.bytes) }
+        let encoded = results.map(\.0) + keptEncoded
+        try CompressedModel(denseTensors: dense, encodedTensors: encoded, metadata: metadata).write(to: output)
 
         let reports = results.map(\.1)
-        let denseBytes = dense.reduce(0) { $0 + $1.tensor.byteCount }
+        let keptBytes = dense.reduce(0) { $0 + $1.tensor.byteCount } + keptEncoded.reduce(0) { $0 + $1.byteCount }
+        let sourceBytes = store.names.reduce(0) { total, name in total + (store.storage(of: name)?.bytes ?? 0) }
         return CompressionSummary(
             source: model.weightsPath, output: output, recipe: recipe.name,
-            bytesBefore: file.entries.reduce(0) { $0 + $1.dataRange.count },
-            bytesAfter: denseBytes + reports.reduce(0) { $0 + $1.bytesAfter },
-            elements: file.entries.reduce(0) { $0 + $1.shape.reduce(1, *) },
+            bytesBefore: sourceBytes,
+            bytesAfter: keptBytes + reports.reduce(0) { $0 + $1.bytesAfter },
+            elements: store.descriptors.reduce(0) { $0 + $1.shape.reduce(1, *) },
             compressedElements: reports.reduce(0) { $0 + $1.elements },
             compressedBytesBefore: reports.reduce(0) { $0 + $1.bytesBefore },
             compressedBytesAfter: reports.reduce(0) { $0 + $1.bytesAfter },
@@ -169,9 +188,14 @@ public enum ModelCompressor {
         try SafetensorsWriter.write(tensors, metadata: metadata, to: output)
     }
 
-    static func sourceHash(_ file: SafetensorsFile) throws -> String {
-        let mapped = try MemoryMappedFile(path: file.path)
-        return SHA256.hexDigest(mapped.bytes)
+    /// The tensor `name` of `store` as dense values: a GGUF block type decoded exactly (the
+    /// decoded model is the base a recipe compresses).
+    static func denseSource(_ store: any TensorStore, _ name: String) throws -> DenseTensor {
+        switch store.tensor(named: name) {
+        case .dense(let tensor): return tensor
+        case .encoded(let tensor): return try DenseTensor(converting: tensor.decode(), shape: tensor.shape)
+        case nil: throw ShrinkIOError.tensorNotFound(path: store.path, tensor: name)
+        }
     }
 
     static func seconds(since start: DispatchTime) -> Double {

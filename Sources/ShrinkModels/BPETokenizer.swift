@@ -50,7 +50,11 @@ public struct BPETokenizer: Sendable {
     let specials: [(text: [UInt8], id: Int32, control: Bool)]
 
     /// Reads the tokenizer from `file`'s metadata; errors name the file and key.
-    public init(gguf file: GGUFFile) throws(ModelError) {
+    public init(gguf file: GGUFFile) throws(ModelError) { try self.init(metadata: GGUFMetadata(file: file)) }
+
+    /// Reads the tokenizer from GGUF metadata (a file's, or a compressed container's copy); errors
+    /// name the file and key.
+    public init(metadata file: GGUFMetadata) throws(ModelError) {
         func fail(_ reason: String) -> ModelError { .invalidFile(path: file.path, reason: reason) }
         guard let model = file.value("tokenizer.ggml.model")?.stringValue else { throw fail("tokenizer.ggml.model is missing") }
         guard model == "gpt2" else { throw fail("tokenizer.ggml.model '\(model)' is not byte-level BPE (gpt2)") }

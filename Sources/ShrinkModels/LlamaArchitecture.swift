@@ -24,9 +24,9 @@ public struct LlamaConfig: Sendable, Equatable {
     public init(configuration: ModelConfiguration, architecture: String) throws(ModelError) {
         let reader: ConfigNumbers
         switch configuration {
-        case .gguf(let file):
-            reader = ConfigNumbers(path: file.path, prefix: architecture + ".") { key in
-                file.value(key).map { ($0.integerValue, $0.doubleValue, $0.summary) }
+        case .gguf(let metadata):
+            reader = ConfigNumbers(path: metadata.path, prefix: architecture + ".") { key in
+                metadata.value(key).map { ($0.integerValue, $0.doubleValue, $0.summary) }
             }
         case .huggingFace(let path, let root):
             let pairs = root.objectValue ?? []
@@ -45,9 +45,7 @@ public struct LlamaConfig: Sendable, Equatable {
         headDimension = try reader.integer(key("attention.key_length", "head_dim"), default: hiddenSize / heads)
         intermediateSize = try reader.integer(key("feed_forward_length", "intermediate_size"))
         var counted: Int?
-        if case .gguf(let file) = configuration {
-            counted = file.value("tokenizer.ggml.tokens")?.arrayValue?.count ?? file.tensor(named: "token_embd.weight")?.shape.first
-        }
+        if case .gguf(let metadata) = configuration { counted = metadata.value("tokenizer.ggml.tokens")?.arrayValue?.count }
         vocabularySize = try reader.integer("vocab_size", default: counted)
         contextLength = try reader.integer(key("context_length", "max_position_embeddings"), default: 2048)
         rmsNormEpsilon = try reader.real(key("attention.layer_norm_rms_epsilon", "rms_norm_eps"), default: gguf ? 1e-5 : 1e-6)
@@ -161,11 +159,11 @@ extension LlamaFamilyArchitecture {
         try makeDecoder(files: files, options: options)
     }
 
-    /// The decoder over `files` (its tokenizer from GGUF metadata when the configuration is a GGUF file).
+    /// The decoder over `files` (its tokenizer from GGUF metadata when the configuration is GGUF's).
     public func makeDecoder(files: ModelFiles, options: RuntimeOptions) throws -> LlamaDecoder {
         try validate(files.store)
         var tokenizer: BPETokenizer?
-        if case .gguf(let file) = files.configuration { tokenizer = try BPETokenizer(gguf: file) }
+        if case .gguf(let metadata) = files.configuration { tokenizer = try BPETokenizer(metadata: metadata) }
         return try LlamaDecoder(config: config, architecture: Self.name, perHeadNorms: Self.perHeadNorms,
                                 source: WeightSource(store: files.store, options: options), tokenizer: tokenizer)
     }

@@ -7,13 +7,14 @@ import ShrinkKernels
 /// file's metadata.
 public enum ModelConfiguration: Sendable {
     case huggingFace(path: String, JSONValue)
-    case gguf(GGUFFile)
+    /// GGUF metadata: from a `.gguf` file, or carried by a compressed container made from one.
+    case gguf(GGUFMetadata)
 
     /// The file the configuration came from (for error messages).
     public var path: String {
         switch self {
         case .huggingFace(let path, _): path
-        case .gguf(let file): file.path
+        case .gguf(let metadata): metadata.path
         }
     }
 
@@ -21,7 +22,7 @@ public enum ModelConfiguration: Sendable {
     public var architectureName: String? {
         switch self {
         case .huggingFace(_, let root): root.objectValue?.first { $0.key == "model_type" }?.value.stringValue
-        case .gguf(let file): file.value("general.architecture")?.stringValue
+        case .gguf(let metadata): metadata.value("general.architecture")?.stringValue
         }
     }
 
@@ -209,7 +210,14 @@ public enum ModelArchitectures {
     /// The configuration of the model in `store`: a GGUF file's metadata, else the `config.json`
     /// at `configPath`, else nil.
     public static func configuration(of store: any TensorStore, configPath: String?) throws(ModelError) -> ModelConfiguration? {
-        if let gguf = store as? GGUFStore { return .gguf(gguf.file) }
+        if let gguf = store as? GGUFStore { return .gguf(GGUFMetadata(file: gguf.file)) }
+        if let json = store.metadata[GGUFMetadata.containerKey] {
+            do {
+                return .gguf(try GGUFMetadata(json: json, path: store.path))
+            } catch {
+                throw .invalidFile(path: store.path, reason: "\(error)")
+            }
+        }
         return try configPath.map { (path) throws(ModelError) in try ModelConfiguration.huggingFace(path: path) }
     }
 

@@ -65,3 +65,23 @@ import ShrinkTestSupport
         #expect(other.code != 0 && other.errors.contains("was made from another run"))
     }
 }
+
+/// `shrink compress` on SmolLM2's GGUF: the decoded Q4_1 model is the base, the container keeps
+/// the tokenizer and configuration, and the compressed model runs and is scored against the base.
+@Suite struct DecoderCompressionTests {
+    @Test func theInt8RecipeRunsAndStaysCloseToTheBase() throws {
+        let folder = TemporaryDirectory()
+        let output = folder.file("int8.safetensors"), base = folder.file("base.klp")
+        let recipe = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("recipes/smollm2-int8-channel.json").path
+        let compressed = run(["compress", "--model", "smollm2", "--recipe", recipe, "--output", output])
+        #expect(compressed.code == 0, "\(compressed.errors)")
+        #expect(run(["perplexity", "--ctx", "128", "--chunks", "2", "--kl-base", base]).code == 0)
+        let result = run(["perplexity", "--model", output, "--ctx", "128", "--chunks", "2", "--kl-divergence", base, "--json"])
+        #expect(result.code == 0, "\(result.errors)")
+        let object = try JSONSerialization.jsonObject(with: Data(result.output.utf8)) as! [String: Any]
+        #expect((object["kld_mean"] as! Double) < 0.02 && (object["same_top_token"] as! Double) > 0.9, "\(object)")
+        let generated = run(["generate", "--model", output, "--prompt", "The capital of France is", "--max-tokens", "2"])
+        #expect(generated.output.contains("Paris"), "\(generated.output)")
+    }
+}

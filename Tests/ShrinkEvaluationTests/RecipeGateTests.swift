@@ -13,8 +13,9 @@ import ShrinkTesting
     static let recipes = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("recipes")
 
+    /// MiniLM's shipped recipes (SmolLM2's are scored by perplexity and KL-divergence: `DecoderCompressionTests`).
     static func shippedRecipes() throws -> [String] {
-        try FileManager.default.contentsOfDirectory(atPath: recipes.path).filter { $0.hasSuffix(".json") }.sorted()
+        try FileManager.default.contentsOfDirectory(atPath: recipes.path).filter { $0.hasPrefix("minilm-") && $0.hasSuffix(".json") }.sorted()
             .map { recipes.appendingPathComponent($0).path }
     }
 
