@@ -120,42 +120,44 @@ public struct JSONScanner {
         return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
     }
 
-    /// Reads a string (the scanner must be at its opening quote).
+    /// Reads a string (the scanner must be at its opening quote): UTF-8 runs are validated and
+    /// copied and escapes decoded into one byte buffer, O(length) however many escapes it holds.
     public mutating func readString() throws(JSONParseError) -> String {
         position += 1
-        var scalars = String.UnicodeScalarView()
+        var utf8: [UInt8] = []
         var runStart = position
-        func flushRun(_ parser: JSONScanner, upTo end: Int, into scalars: inout String.UnicodeScalarView) throws(JSONParseError) {
+        func flushRun(_ parser: JSONScanner, upTo end: Int, into utf8: inout [UInt8]) throws(JSONParseError) {
             guard runStart < end else { return }
             let run = UnsafeRawBufferPointer(rebasing: parser.bytes[runStart..<end])
-            guard let text = String(validating: run, as: UTF8.self) else {
+            guard String(validating: run, as: UTF8.self) != nil else {
                 throw parser.error("invalid UTF-8 in string", at: runStart)
             }
-            scalars.append(contentsOf: text.unicodeScalars)
+            utf8.append(contentsOf: run)
         }
+        func append(_ scalar: Unicode.Scalar, to utf8: inout [UInt8]) { utf8.append(contentsOf: String(scalar).utf8) }
         while true {
             guard let byte = current else { throw error("unterminated string") }
             if byte == UInt8(ascii: "\"") {
-                try flushRun(self, upTo: position, into: &scalars)
+                try flushRun(self, upTo: position, into: &utf8)
                 position += 1
-                return String(scalars)
+                return String(decoding: utf8, as: UTF8.self)
             }
             if byte < 0x20 { throw error("control character in string") }
             if byte == UInt8(ascii: "\\") {
-                try flushRun(self, upTo: position, into: &scalars)
+                try flushRun(self, upTo: position, into: &utf8)
                 position += 1
                 guard let escape = current else { throw error("unterminated escape") }
                 position += 1
                 switch escape {
-                case UInt8(ascii: "\""): scalars.append("\"")
-                case UInt8(ascii: "\\"): scalars.append("\\")
-                case UInt8(ascii: "/"): scalars.append("/")
-                case UInt8(ascii: "b"): scalars.append("\u{08}")
-                case UInt8(ascii: "f"): scalars.append("\u{0C}")
-                case UInt8(ascii: "n"): scalars.append("\n")
-                case UInt8(ascii: "r"): scalars.append("\r")
-                case UInt8(ascii: "t"): scalars.append("\t")
-                case UInt8(ascii: "u"): scalars.append(try parseUnicodeEscape())
+                case UInt8(ascii: "\""): utf8.append(UInt8(ascii: "\""))
+                case UInt8(ascii: "\\"): utf8.append(UInt8(ascii: "\\"))
+                case UInt8(ascii: "/"): utf8.append(UInt8(ascii: "/"))
+                case UInt8(ascii: "b"): utf8.append(0x08)
+                case UInt8(ascii: "f"): utf8.append(0x0C)
+                case UInt8(ascii: "n"): utf8.append(0x0A)
+                case UInt8(ascii: "r"): utf8.append(0x0D)
+                case UInt8(ascii: "t"): utf8.append(0x09)
+                case UInt8(ascii: "u"): append(try parseUnicodeEscape(), to: &utf8)
                 default: throw error("invalid escape '\\\(Self.printable(escape))'", at: position - 1)
                 }
                 runStart = position
