@@ -7,4 +7,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh minilm
 swift build -c release --product shrink --quiet
-.build/release/shrink compare --model minilm --recipes recipes/*.json --task stsb --output reports/minilm
+.build/release/shrink compare --model minilm --recipes recipes/minilm-*.json --task stsb --output reports/minilm
