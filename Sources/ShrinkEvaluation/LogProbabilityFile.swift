@@ -137,12 +137,9 @@ public enum LogProbabilityFile {
         }
     }
 
-    /// `log softmax(logits)`, the sum of exponentials in `Double`.
+    /// `log softmax(logits)` (see `Perplexity.logSumExp`).
     static func logSoftmax(_ logits: UnsafeBufferPointer<Float>) -> [Float] {
-        let largest = logits.max() ?? 0
-        var total = 0.0
-        for value in logits { total += exp(Double(value - largest)) }
-        let shift = Double(largest) + log(total)
+        let shift = Perplexity.logSumExp(logits)
         return logits.map { Float(Double($0) - shift) }
     }
 }

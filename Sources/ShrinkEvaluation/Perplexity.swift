@@ -78,11 +78,17 @@ public enum Perplexity {
         return Result(chunks: count, scoredTokens: scored, meanNLL: mean, uncertainty: uncertainty, seconds: Date().timeIntervalSince(start))
     }
 
-    /// `−log softmax(logits)[target]`, the sum of exponentials in `Double` after subtracting the maximum.
-    public static func negativeLogLikelihood(_ logits: UnsafeBufferPointer<Float>, target: Int) -> Double {
+    /// `log Σ exp(logits)`, the sum in `Double` after subtracting the maximum: the shift that
+    /// turns logits into log-probabilities (`log softmax = logit − logSumExp`). O(V).
+    public static func logSumExp(_ logits: UnsafeBufferPointer<Float>) -> Double {
         let largest = logits.max() ?? 0
         var total = 0.0
         for value in logits { total += exp(Double(value - largest)) }
-        return -(Double(logits[target] - largest) - log(total))
+        return Double(largest) + log(total)
+    }
+
+    /// `−log softmax(logits)[target]`.
+    public static func negativeLogLikelihood(_ logits: UnsafeBufferPointer<Float>, target: Int) -> Double {
+        logSumExp(logits) - Double(logits[target])
     }
 }
