@@ -18,12 +18,18 @@ public struct BPETokenizer: Sendable {
         /// Every number character a chunk of its own (`\p{N}`), then GPT-2's rule on the rest
         /// (SmolLM, StarCoder, Refact, Command R, CodeShell, EXAONE).
         case digitsThenGPT2
+        /// Llama 3's `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`.
+        case llama3
+        /// Qwen2's (Qwen2, Qwen2.5, Qwen3): Llama 3's rule with one number character per chunk (`\p{N}`).
+        case qwen2
 
         /// The pre-tokenizer of a `tokenizer.ggml.pre` name, or nil when Shrink does not have it.
         public init?(ggufName: String) {
             switch ggufName {
             case "gpt2", "default", "mpt", "olmo", "jais": self = .gpt2
             case "smollm", "starcoder", "refact", "command-r", "codeshell", "exaone": self = .digitsThenGPT2
+            case "llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral": self = .llama3
+            case "qwen2", "deepseek-r1-qwen", "megrez": self = .qwen2
             default: return nil
             }
         }
@@ -221,7 +227,54 @@ public struct BPETokenizer: Sendable {
             }
             if start < text.count { result += gpt2Chunks(text[start..<text.count]) }
             return result
+        case .llama3: return llama3Chunks(text[...], digits: 3)
+        case .qwen2: return llama3Chunks(text[...], digits: 1)
         }
+    }
+
+    /// Llama 3's rule over `text` (see `PreTokenizer.llama3`), numbers in runs of at most
+    /// `digits`: at each position the first alternative that matches, as the regular expression would.
+    static func llama3Chunks(_ text: ArraySlice<Unicode.Scalar>, digits: Int) -> [ArraySlice<Unicode.Scalar>] {
+        var result: [ArraySlice<Unicode.Scalar>] = []
+        var position = text.startIndex
+        let end = text.endIndex
+        func run(from start: Int, limit: Int = .max, while predicate: (Unicode.Scalar) -> Bool) -> Int {
+            var index = start
+            while index < end, index - start < limit, predicate(text[index]) { index += 1 }
+            return index
+        }
+        func isNewline(_ scalar: Unicode.Scalar) -> Bool { scalar == "\r" || scalar == "\n" }
+        while position < end {
+            let scalar = text[position]
+            let next: Unicode.Scalar? = position + 1 < end ? text[position + 1] : nil
+            // Where ` ?[^\s\p{L}\p{N}]+` would start its symbols.
+            let symbolsStart = scalar == " " && next != nil ? position + 1 : position
+            let stop: Int
+            if scalar == "'", let contraction = contractionLength(text, at: position, ignoringCase: true) {
+                stop = position + contraction
+            } else if isLetter(scalar) {
+                stop = run(from: position, while: isLetter)
+            } else if !isNewline(scalar), !isNumber(scalar), let next, isLetter(next) {
+                stop = run(from: position + 1, while: isLetter)
+            } else if isNumber(scalar) {
+                stop = run(from: position, limit: digits, while: isNumber)
+            } else if !isWhitespace(text[symbolsStart]), !isLetter(text[symbolsStart]), !isNumber(text[symbolsStart]) {
+                // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+                let symbols = run(from: symbolsStart) { !isWhitespace($0) && !isLetter($0) && !isNumber($0) }
+                stop = run(from: symbols, while: isNewline)
+            } else {
+                let runEnd = run(from: position, while: isWhitespace)
+                if let lastNewline = text[position..<runEnd].lastIndex(where: isNewline) {
+                    // `\s*[\r\n]+`: the whitespace up to the run's last line break.
+                    stop = lastNewline + 1
+                } else {
+                    stop = whitespaceChunkEnd(start: position, runEnd: runEnd, textEnd: end)
+                }
+            }
+            result.append(text[position..<stop])
+            position = stop
+        }
+        return result
     }
 
     /// GPT-2's rule over `text` (see `PreTokenizer.gpt2`): at each position the first alternative
@@ -254,14 +307,7 @@ public struct BPETokenizer: Sendable {
                         stop = run(from: body) { !isWhitespace($0) && !isLetter($0) && !isNumber($0) }
                     }
                 } else {
-                    // `\s+(?!\S)`: a whitespace run up to the end, or all but its last character
-                    // when something follows; else `\s+` takes one.
-                    let runEnd = run(from: position, while: isWhitespace)
-                    if runEnd == end || runEnd - position == 1 {
-                        stop = runEnd
-                    } else {
-                        stop = runEnd - 1
-                    }
+                    stop = whitespaceChunkEnd(start: position, runEnd: run(from: position, while: isWhitespace), textEnd: end)
                 }
             }
             result.append(text[position..<stop])
@@ -270,13 +316,26 @@ public struct BPETokenizer: Sendable {
         return result
     }
 
-    /// The length of `'s|'t|'re|'ve|'m|'ll|'d` at `position`, if one starts there.
-    static func contractionLength(_ text: ArraySlice<Unicode.Scalar>, at position: Int) -> Int? {
+    /// Where `\s+(?!\S)|\s+` ends for the whitespace run `start..<runEnd`: the whole run when it
+    /// reaches the end of the text or is one character long, else all but its last character
+    /// (which goes with the text that follows).
+    static func whitespaceChunkEnd(start: Int, runEnd: Int, textEnd: Int) -> Int {
+        runEnd == textEnd || runEnd - start == 1 ? runEnd : runEnd - 1
+    }
+
+    /// The length of `'s|'t|'re|'ve|'m|'ll|'d` at `position` (any letter case when
+    /// `ignoringCase`), if one starts there.
+    static func contractionLength(_ text: ArraySlice<Unicode.Scalar>, at position: Int, ignoringCase: Bool = false) -> Int? {
+        func letter(_ index: Int) -> Unicode.Scalar {
+            let scalar = text[index]
+            guard ignoringCase, ("A"..."Z").contains(scalar) else { return scalar }
+            return Unicode.Scalar(scalar.value + 32)!
+        }
         guard position + 1 < text.endIndex else { return nil }
-        let first = text[position + 1]
+        let first = letter(position + 1)
         if first == "s" || first == "t" || first == "m" || first == "d" { return 2 }
         guard position + 2 < text.endIndex else { return nil }
-        let second = text[position + 2]
+        let second = letter(position + 2)
         if (first == "r" && second == "e") || (first == "v" && second == "e") || (first == "l" && second == "l") { return 3 }
         return nil
     }

@@ -63,6 +63,15 @@ import ShrinkTestSupport
         #expect(chunks("Hello world's 2026!", .gpt2) == ["Hello", " world", "'s", " 2026", "!"])
         #expect(chunks("a   b\n\nc  ") == ["a", "  ", " b", "\n", "\n", "c", "  "])
         #expect(chunks(" ... x") == [" ...", " x"])
+        // Llama 3's and Qwen2's rules; expected chunks from Python's `regex` on the same expressions.
+        let text = "Hello WORLD'S 12345 (test)...\n\n  x"
+        #expect(chunks(text, .llama3) == ["Hello", " WORLD", "'S", " ", "123", "45", " (", "test", ")...\n\n", " ", " x"])
+        #expect(chunks(text, .qwen2) == ["Hello", " WORLD", "'S", " ", "1", "2", "3", "4", "5", " (", "test", ")...\n\n", " ", " x"])
+        #expect(chunks("a  \n \n  b\t\tc   ", .llama3) == ["a", "  \n \n", " ", " b", "\t", "\tc", "   "])
+        #expect(chunks("I'LL don't\r\n\r\nok;\n", .qwen2) == ["I", "'LL", " don", "'t", "\r\n\r\n", "ok", ";\n"])
+        #expect(chunks("€100,000 is 3.14159!", .llama3) == ["€", "100", ",", "000", " is", " ", "3", ".", "141", "59", "!"])
+        #expect(chunks("(hello)[x]  ", .qwen2) == ["(hello", ")[", "x", "]", "  "])
+        #expect(BPETokenizer.PreTokenizer(ggufName: "qwen2") == .qwen2 && BPETokenizer.PreTokenizer(ggufName: "llama-bpe") == .llama3)
     }
 
     @Test func badMetadataIsATypedErrorNamingTheKey() throws {
