@@ -37,7 +37,7 @@ let package = Package(
             name: "KernelBenchmark", dependencies: ["ShrinkKernels", "ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"],
             path: "Benchmarks/KernelBenchmark", swiftSettings: kernelSettings),
         .executableTarget(
-            name: "DecoderBenchmark", dependencies: ["ShrinkModels", "ShrinkKernels", "ShrinkTestSupport"],
+            name: "DecoderBenchmark", dependencies: ["ShrinkModels", "ShrinkKernels", "ShrinkEvaluation", "ShrinkTestSupport"],
             path: "Benchmarks/DecoderBenchmark", swiftSettings: kernelSettings),
         .executableTarget(
             name: "PeerBenchmark", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkCompression", "ShrinkIO"],

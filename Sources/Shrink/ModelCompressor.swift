@@ -56,7 +56,9 @@ public struct CompressionSummary: Codable, Sendable {
 public enum ModelCompressor {
     /// Compresses the model at `model` with `recipe` into `output`, using `threads` workers (one
     /// tensor each). `progress` is called once per compressed tensor, in completion order.
+    /// `calibrationCache` shares calibration runs between compressions of one model.
     public static func compress(model: ModelLocation, recipe: Recipe, output: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
+                                calibrationCache: CalibrationCache? = nil,
                                 progress: @Sendable (TensorCompressionReport) -> Void = { _ in }) throws -> CompressionSummary {
         let start = DispatchTime.now()
         let store: any TensorStore
@@ -83,7 +85,7 @@ public enum ModelCompressor {
         let planned = tasks
         let correlations = try calibrate(model: model, recipe: recipe,
                                          weights: planned.filter { $0.config.isCalibrated }.map { plan.entries[$0.index].tensor.name },
-                                         threads: threads)
+                                         threads: threads, cache: calibrationCache)
         let results = try Parallel.map(planned.count, threads: threads) { taskIndex throws -> (EncodedTensor, TensorCompressionReport) in
             let task = planned[taskIndex]
             let name = plan.entries[task.index].tensor.name
@@ -146,7 +148,8 @@ public enum ModelCompressor {
 
     /// The input correlations that calibrated configs need, for the linear weights `weights`
     /// (`….weight`), from the recipe's calibration data run through the uncompressed model.
-    static func calibrate(model: ModelLocation, recipe: Recipe, weights: [String], threads: Int) throws -> [String: InputCorrelation] {
+    static func calibrate(model: ModelLocation, recipe: Recipe, weights: [String], threads: Int,
+                          cache: CalibrationCache?) throws -> [String: InputCorrelation] {
         guard !weights.isEmpty else { return [:] }
         guard let calibration = recipe.calibration else {
             throw CompressionError.invalidRecipe(file: recipe.file, keyPath: "calibration", reason: "calibrated methods need calibration data")
@@ -159,8 +162,13 @@ public enum ModelCompressor {
         }
         let layers = Set(weights.map { String($0.dropLast(".weight".count)) })
         let (files, architecture) = try ModelArchitectures.open(weightsPath: model.weightsPath, configPath: model.configPath)
-        return try Calibration.inputCorrelations(files: files, architecture: architecture, dataPath: calibration.path,
-                                                 limit: calibration.limit, layers: layers, threads: threads)
+        func record(_ layers: Set<String>) throws -> [String: InputCorrelation] {
+            try Calibration.inputCorrelations(files: files, architecture: architecture, dataPath: calibration.path,
+                                              limit: calibration.limit, layers: layers, threads: threads)
+        }
+        guard let cache else { return try record(layers) }
+        return try cache.correlations(model: model, data: calibration.path, limit: calibration.limit, layers: layers,
+                                      allLayers: Set(architecture.observationPoints), record: record)
     }
 
     /// Writes the dense model any readable file represents (a compressed container, a GGUF file, a

@@ -12,11 +12,11 @@ enum CompareCommand {
         summary: "Compress a model with each recipe, measure every configuration and the baseline on a task, and write reports.",
         arguments: [],
         options: [
-            OptionSpec(name: "--model", valueName: "path", help: "Model folder, .safetensors file or known name (default: minilm)."),
+            OptionSpec(name: "--model", valueName: "path", help: "Model folder, .safetensors or GGUF file, or known name (default: minilm for stsb, smollm2 for perplexity)."),
             OptionSpec(name: "--recipes", valueName: "file", help: "Recipes to compare (JSON). Required.", isList: true),
-            OptionSpec(name: "--task", valueName: "name", help: "The task: stsb (default)."),
-            OptionSpec(name: "--data", valueName: "file", help: "The task's dataset (stsb: an STS-B csv; default: the shipped test split)."),
-            OptionSpec(name: "--limit", valueName: "n", help: "Evaluate on the first n items of the dataset only."),
+            OptionSpec(name: "--task", valueName: "name", help: "The task: stsb (default) or perplexity (decoders: PPL, KL-divergence, prompt and decode tokens/s)."),
+            OptionSpec(name: "--data", valueName: "file", help: "The task's dataset (stsb: an STS-B csv, default the shipped test split; perplexity: a text, default wikitext-2 test)."),
+            OptionSpec(name: "--limit", valueName: "n", help: "Evaluate on the first n items only (stsb: pairs; perplexity: windows of 512 tokens, default 40)."),
             OptionSpec(name: "--output", valueName: "folder", help: "Where to write report.json, report.csv, report.md and pareto.svg. Required."),
             OptionSpec(name: "--base", valueName: "folder", help: "Folder with config.json, vocab.txt and the pooling config (default: the model's folder)."),
             OptionSpec(name: "--threads", valueName: "n", help: "Threads (default: all cores)."),
@@ -64,7 +64,7 @@ enum MergeCommand {
         arguments: [],
         options: [
             OptionSpec(name: "--reports", valueName: "report.json", help: "The shard reports. Required.", isList: true),
-            OptionSpec(name: "--task", valueName: "name", help: "The task the reports measured: stsb (default)."),
+            OptionSpec(name: "--task", valueName: "name", help: "The task the reports measured: stsb (default) or perplexity."),
             OptionSpec(name: "--output", valueName: "folder", help: "Where to write the merged reports. Required."),
         ])
 
@@ -100,11 +100,11 @@ enum MergeCommand {
 /// `--model`, `--task`, `--data`, `--limit` and `--base`, shared by compare and gate.
 enum TaskOptions {
     static func resolve(_ arguments: ParsedArguments, command: String) throws -> (ModelLocation, any EvaluationTask) {
-        let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
         let taskName = arguments.value("--task") ?? "stsb"
         guard EvaluationTasks.names.contains(taskName) else {
             throw UsageError(command: command, message: "unknown task '\(taskName)'; expected one of \(EvaluationTasks.names.joined(separator: ", "))")
         }
+        let location = try ModelLocation.resolve(arguments.value("--model") ?? EvaluationTasks.defaultModel(of: taskName))
         let limit = arguments.value("--limit") == nil ? nil : try arguments.positiveInteger("--limit", default: 1, command: command)
         let base = arguments.value("--base") ?? (location.configPath.map { ($0 as NSString).deletingLastPathComponent }
             ?? ModelRegistry.directory(of: ModelRegistry.defaultEntry))
@@ -122,16 +122,18 @@ enum GateCommand {
         summary: "Check that a recipe (or compressed file) keeps accuracy within thresholds: exit 0 if so, 1 if not.",
         arguments: [],
         options: [
-            OptionSpec(name: "--model", valueName: "path", help: "The uncompressed model: folder, .safetensors file or known name (default: minilm)."),
+            OptionSpec(name: "--model", valueName: "path", help: "The uncompressed model: folder, .safetensors or GGUF file, or known name (default: minilm for stsb, smollm2 for perplexity)."),
             OptionSpec(name: "--recipe", valueName: "file", help: "The recipe to apply (or give --compressed)."),
             OptionSpec(name: "--compressed", valueName: "file", help: "An already compressed model to check instead of a recipe."),
-            OptionSpec(name: "--task", valueName: "name", help: "The task: stsb (default)."),
-            OptionSpec(name: "--data", valueName: "file", help: "The task's dataset (default: the shipped test split)."),
-            OptionSpec(name: "--limit", valueName: "n", help: "Evaluate on the first n items of the dataset only."),
+            OptionSpec(name: "--task", valueName: "name", help: "The task: stsb (default) or perplexity."),
+            OptionSpec(name: "--data", valueName: "file", help: "The task's dataset (default: STS-B's test split; wikitext-2 test for perplexity)."),
+            OptionSpec(name: "--limit", valueName: "n", help: "Evaluate on the first n items only (stsb: pairs; perplexity: windows of 512 tokens, default 40)."),
             OptionSpec(name: "--base", valueName: "folder", help: "Folder with config.json, vocab.txt and the pooling config (default: the model's folder)."),
-            OptionSpec(name: "--max-drop", valueName: "x", help: "Largest allowed drop of the task's accuracy (STS-B: Spearman ×100)."),
-            OptionSpec(name: "--min-mean-cosine", valueName: "x", help: "Smallest allowed mean cosine to the baseline's outputs."),
-            OptionSpec(name: "--min-cosine", valueName: "x", help: "Smallest allowed minimum cosine to the baseline's outputs."),
+            OptionSpec(name: "--max-drop", valueName: "x", help: "Largest allowed drop of the task's accuracy (STS-B: Spearman ×100; perplexity: its rise)."),
+            OptionSpec(name: "--min-mean-cosine", valueName: "x", help: "Smallest allowed mean cosine to the baseline's outputs (stsb)."),
+            OptionSpec(name: "--min-cosine", valueName: "x", help: "Smallest allowed minimum cosine to the baseline's outputs (stsb)."),
+            OptionSpec(name: "--min", valueName: "metric=x", help: "Smallest allowed value of a drift metric (perplexity: same_top=0.8).", isList: true),
+            OptionSpec(name: "--max", valueName: "metric=x", help: "Largest allowed value of a drift metric (perplexity: mean_kld=0.1, p99_kld=1.5).", isList: true),
             OptionSpec(name: "--threads", valueName: "n", help: "Threads (default: all cores)."),
         ])
 
@@ -147,10 +149,23 @@ enum GateCommand {
             guard let value = Double(text), value.isFinite else { throw UsageError(command: spec.name, message: "\(name) expects a number, got '\(text)'") }
             return value
         }
-        let thresholds = AccuracyThresholds(maxSpearmanDrop: try number("--max-drop"), minMeanCosine: try number("--min-mean-cosine"),
+        func bounds(_ name: String) throws(UsageError) -> [String: Double] {
+            var bounds: [String: Double] = [:]
+            for text in arguments.list(name) {
+                let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
+                guard parts.count == 2, !parts[0].isEmpty, let value = Double(parts[1]), value.isFinite else {
+                    throw UsageError(command: spec.name, message: "\(name) expects metric=number, got '\(text)'")
+                }
+                bounds[parts[0]] = value
+            }
+            return bounds
+        }
+        var thresholds = AccuracyThresholds(maxSpearmanDrop: try number("--max-drop"), minMeanCosine: try number("--min-mean-cosine"),
                                             minMinCosine: try number("--min-cosine"))
-        guard thresholds.maxDrop != nil || !thresholds.minimums.isEmpty else {
-            throw UsageError(command: spec.name, message: "give at least one threshold: --max-drop, --min-mean-cosine or --min-cosine")
+        thresholds.minimums.merge(try bounds("--min")) { $1 }
+        thresholds.maximums = try bounds("--max")
+        guard thresholds.maxDrop != nil || !thresholds.minimums.isEmpty || !thresholds.maximums.isEmpty else {
+            throw UsageError(command: spec.name, message: "give at least one threshold: --max-drop, --min-mean-cosine, --min-cosine, --min or --max")
         }
         let threads = try arguments.positiveInteger("--threads", default: ProcessInfo.processInfo.activeProcessorCount, command: spec.name)
         let (location, task) = try TaskOptions.resolve(arguments, command: spec.name)

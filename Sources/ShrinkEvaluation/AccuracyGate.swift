@@ -8,28 +8,33 @@ import ShrinkIO
 public struct AccuracyThresholds: Codable, Sendable, Equatable {
     /// Largest allowed drop of the task's accuracy metric against the uncompressed model.
     public var maxDrop: Double?
-    /// Smallest allowed value per metric (e.g. `mean_cosine`, `min_cosine`).
+    /// Smallest allowed value per metric (e.g. `mean_cosine`, `min_cosine`, `same_top`).
     public var minimums: [String: Double]
+    /// Largest allowed value per metric (e.g. `mean_kld`, `p99_kld`).
+    public var maximums: [String: Double]
 
-    public init(maxDrop: Double? = nil, minimums: [String: Double] = [:]) {
+    public init(maxDrop: Double? = nil, minimums: [String: Double] = [:], maximums: [String: Double] = [:]) {
         self.maxDrop = maxDrop
         self.minimums = minimums
+        self.maximums = maximums
     }
 
     /// STS-B's thresholds by name.
     public init(maxSpearmanDrop: Double? = nil, minMeanCosine: Double? = nil, minMinCosine: Double? = nil) {
         maxDrop = maxSpearmanDrop
         minimums = [:]
+        maximums = [:]
         if let minMeanCosine { minimums["mean_cosine"] = minMeanCosine }
         if let minMinCosine { minimums["min_cosine"] = minMinCosine }
     }
 
-    enum CodingKeys: String, CodingKey { case maxDrop = "max_drop", minimums }
+    enum CodingKeys: String, CodingKey { case maxDrop = "max_drop", minimums, maximums }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         maxDrop = try container.decodeIfPresent(Double.self, forKey: .maxDrop)
         minimums = try container.decodeIfPresent([String: Double].self, forKey: .minimums) ?? [:]
+        maximums = try container.decodeIfPresent([String: Double].self, forKey: .maximums) ?? [:]
     }
 }
 
@@ -37,6 +42,8 @@ public struct AccuracyThresholds: Codable, Sendable, Equatable {
 public struct GateOutcome: Sendable {
     public let task: String
     public let accuracyMetric: String
+    /// The task's drift metrics, in report order (named in the message).
+    public let driftMetrics: [String]
     /// The compressed model's metrics, its drop and drift against the baseline.
     public let metrics: [String: Double]
     public let baselineAccuracy: Double
@@ -51,7 +58,8 @@ public struct GateOutcome: Sendable {
     public var message: String {
         let accuracy = metrics[accuracyMetric] ?? .nan
         let layers = worstLayers.prefix(3).map { "\($0.name) \(String(format: "%.1f", $0.snrDecibels)) dB" }.joined(separator: ", ")
-        let numbers = String(format: "%@ %.2f (baseline %.2f, drop %.2f)", accuracyMetric, accuracy, baselineAccuracy, metrics[accuracyMetric + "_drop"] ?? .nan)
+        let drift = driftMetrics.compactMap { name in metrics[name].map { String(format: ", %@ %.5f", name, $0) } }.joined()
+        let numbers = String(format: "%@ %.2f (baseline %.2f, drop %.2f)", accuracyMetric, accuracy, baselineAccuracy, metrics[accuracyMetric + "_drop"] ?? .nan) + drift
         if passed { return "\(task) gate holds: \(numbers)" }
         return "\(task) gate fails: \(failures.joined(separator: "; ")); \(numbers); lowest-SNR layers: \(layers.isEmpty ? "none" : layers)"
     }
@@ -67,9 +75,11 @@ public enum AccuracyGate {
     }
 
     /// Checks `candidate` against `model` on `task`. `baseline` is the uncompressed model's
-    /// evaluation on the same task when the caller already has it (several gates, one baseline).
+    /// evaluation on the same task when the caller already has it, and `calibrationCache` the
+    /// calibration runs of earlier recipes (several gates, one baseline, one calibration).
     public static func check(model: ModelLocation, candidate: Candidate, task: any EvaluationTask, thresholds: AccuracyThresholds,
-                             baseline known: TaskEvaluation? = nil, threads: Int = ProcessInfo.processInfo.activeProcessorCount) throws -> GateOutcome {
+                             baseline known: TaskEvaluation? = nil, calibrationCache: CalibrationCache? = nil,
+                             threads: Int = ProcessInfo.processInfo.activeProcessorCount) throws -> GateOutcome {
         let scratch = NSTemporaryDirectory() + "shrink-gate-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: scratch) }
@@ -77,7 +87,8 @@ public enum AccuracyGate {
         switch candidate {
         case .recipe(let path):
             weights = scratch + "/candidate.safetensors"
-            _ = try ModelCompressor.compress(model: model, recipe: try Recipe.load(path: path), output: weights, threads: threads)
+            _ = try ModelCompressor.compress(model: model, recipe: try Recipe.load(path: path), output: weights, threads: threads,
+                                             calibrationCache: calibrationCache)
         case .compressed(let path):
             weights = path
         }
@@ -89,14 +100,16 @@ public enum AccuracyGate {
         if let maxDrop = thresholds.maxDrop, !(drop <= maxDrop) {
             failures.append(String(format: "%@ drop %.3f exceeds %.3f", task.accuracyMetric, drop, maxDrop))
         }
-        for (name, minimum) in thresholds.minimums.sorted(by: { $0.key < $1.key }) {
+        let bounds = thresholds.minimums.map { ($0.key, $0.value, true) } + thresholds.maximums.map { ($0.key, $0.value, false) }
+        for (name, bound, isMinimum) in bounds.sorted(by: { ($0.0, $0.2 ? 0 : 1) < ($1.0, $1.2 ? 0 : 1) }) {
             guard let value = metrics[name] else {
                 failures.append("\(name) is not a metric of \(task.name) (it has \(metrics.keys.sorted().joined(separator: ", ")))")
                 continue
             }
-            if !(value >= minimum) { failures.append(String(format: "%@ %.5f is below %.5f", name, value, minimum)) }
+            if isMinimum, !(value >= bound) { failures.append(String(format: "%@ %.5f is below %.5f", name, value, bound)) }
+            if !isMinimum, !(value <= bound) { failures.append(String(format: "%@ %.5f exceeds %.5f", name, value, bound)) }
         }
-        return GateOutcome(task: task.name, accuracyMetric: task.accuracyMetric, metrics: metrics, baselineAccuracy: baselineAccuracy,
+        return GateOutcome(task: task.name, accuracyMetric: task.accuracyMetric, driftMetrics: task.driftMetrics, metrics: metrics, baselineAccuracy: baselineAccuracy,
                            failures: failures, worstLayers: try LayerErrors.lowestSNR(original: model.weightsPath, compressed: weights))
     }
 }
@@ -149,12 +162,12 @@ public enum LayerErrors {
     /// The `count` encoded tensors with the lowest SNR (dB) against the same tensor in `original`
     /// (capped at `exactSNR`), lowest first.
     public static func lowestSNR(original: String, compressed: String, count: Int = 5) throws -> [ConfigurationReport.LayerError] {
-        let source = try SafetensorsFile(path: original)
+        let source = try TensorStores.open(path: original)
         let model = try CompressedModel(file: try SafetensorsFile(path: compressed))
         var errors: [ConfigurationReport.LayerError] = []
         for tensor in model.encodedTensors {
-            guard source.entry(named: tensor.name) != nil else { continue }
-            let reference = try source.tensor(named: tensor.name).floats(), decoded = tensor.decode()
+            guard let stored = source.tensor(named: tensor.name), stored.shape == tensor.shape else { continue }
+            let reference = stored.decodedFloats(), decoded = tensor.decode()
             var signal = 0.0, noise = 0.0
             for (a, b) in zip(reference, decoded) {
                 signal += Double(a) * Double(a)

@@ -128,13 +128,15 @@ public struct Comparison {
         }
         var prepared: [Prepared] = []
         var baselineEvaluation: TaskEvaluation?
+        let calibrationCache = CalibrationCache()
         for position in running {
             var weights = model.weightsPath
             var summary: CompressionSummary?
             if position > 0 {
                 progress?.begin("compressing with \(names[position])")
                 weights = (scratch as NSString).appendingPathComponent(names[position] + ".safetensors")
-                summary = try ModelCompressor.compress(model: model, recipe: parsed[position - 1], output: weights, threads: threads)
+                summary = try ModelCompressor.compress(model: model, recipe: parsed[position - 1], output: weights, threads: threads,
+                                                       calibrationCache: calibrationCache)
                 progress?.end()
             }
             progress?.begin("evaluating \(names[position]) on \(task.name)")
@@ -187,7 +189,7 @@ public struct Comparison {
             }
         }
         progress?.finish()
-        let totalElements = try SafetensorsFile(path: model.weightsPath).entries.reduce(0) { $0 + $1.shape.reduce(1, *) }
+        let totalElements = try TensorStores.open(path: model.weightsPath).descriptors.reduce(0) { $0 + $1.shape.reduce(1, *) }
         return prepared.enumerated().filter { positions.contains($0.element.position) }.map { index, item in
             let bytes = (try? FileManager.default.attributesOfItem(atPath: item.weights)[.size] as? Int) ?? 0
             var latency: [String: Double] = [:]

@@ -118,6 +118,16 @@ public final class TaskOutputs: OutputSink {
         end += rows * width * MemoryLayout<Float>.size
     }
 
+    /// Chunk `index`, checked to have `rows` rows of `width` (a drift accumulator reading the
+    /// reference chunk that matches what it was given).
+    /// - Throws: `DatasetError.cannotRead` when there is no such chunk or its size differs.
+    public func chunk(_ index: Int, rows: Int, width: Int) throws -> [Float] {
+        guard index < chunks.count, chunks[index].rows == rows, chunks[index].width == width else {
+            throw DatasetError.cannotRead(path: path, reason: "chunk \(index) does not match the reference's")
+        }
+        return try chunk(index)
+    }
+
     /// Chunk `index` as it was consumed.
     public func chunk(_ index: Int) throws -> [Float] {
         let chunk = chunks[index]
@@ -160,20 +170,26 @@ extension EvaluationTask {
 
 /// Looks tasks up by name.
 public enum EvaluationTasks {
-    public static let names = ["stsb"]
+    public static let names = ["stsb", "perplexity"]
+
+    /// The registry alias of the model a task runs on when none is named.
+    public static func defaultModel(of name: String) -> String { name == "perplexity" ? "smollm2" : "minilm" }
 
     /// What task `name` reports (what merged reports are labelled with), or nil for an unknown task.
     public static func description(of name: String) -> (accuracy: String, direction: MetricDirection, drift: [String], workloads: [LatencyWorkload])? {
         switch name {
         case "stsb": (STSTask.accuracy, .higherIsBetter, STSTask.drift, STSTask.workloads)
+        case "perplexity": (PerplexityTask.accuracy, .lowerIsBetter, PerplexityTask.drift, PerplexityTask.workloads)
         default: nil
         }
     }
 
-    /// The task `name` on `data` (its default dataset when nil), over its first `limit` items when given.
+    /// The task `name` on `data` (its default dataset when nil), over its first `limit` items when
+    /// given (STS-B: sentence pairs; perplexity: windows of 512 tokens, default 40).
     public static func make(name: String, data: String?, base: String, limit: Int? = nil) throws -> any EvaluationTask {
         switch name {
         case "stsb": return try STSTask(data: data ?? STSBenchmark.defaultTestSplit, base: base, limit: limit)
+        case "perplexity": return try PerplexityTask(text: data ?? Perplexity.defaultText, chunks: limit ?? PerplexityTask.defaultChunks)
         default: throw DatasetError.cannotRead(path: name, reason: "unknown task; expected one of \(names.joined(separator: ", "))")
         }
     }

@@ -67,10 +67,7 @@ final class CosineDrift: DriftAccumulator {
     init(reference: TaskOutputs) { self.reference = reference }
 
     func consume(_ outputs: UnsafeBufferPointer<Float>, rows: Int, width: Int) throws {
-        guard chunk < reference.chunks.count, reference.chunks[chunk].rows == rows, reference.chunks[chunk].width == width else {
-            throw DatasetError.cannotRead(path: reference.path, reason: "chunk \(chunk) does not match the reference's")
-        }
-        let expected = try reference.chunk(chunk)
+        let expected = try reference.chunk(chunk, rows: rows, width: width)
         chunk += 1
         for row in 0..<rows {
             let cosine = STSTask.cosine(outputs[(row * width)..<((row + 1) * width)], expected[(row * width)..<((row + 1) * width)])

@@ -19,16 +19,25 @@ public enum CausalAttention {
     public static func run(query: UnsafePointer<Float>, rows: Int, start: Int, heads: Int, keyValueHeads: Int, headSize: Int,
                            keys: UnsafePointer<Float>, values: UnsafePointer<Float>, scale: Float, threads: Int,
                            scratch: UnsafeMutablePointer<Float>, context: UnsafeMutablePointer<Float>) {
-        let group = heads / keyValueHeads, stride = keyValueHeads * headSize
         let pairs = rows * heads
         let work = pairs * (start + rows) * headSize
         let workers = max(1, min(threads, pairs, work / (1 << 16)))
-        let perThread = Self.scratch(positions: start + rows)
-        WorkerPool.shared.run(workers) { worker in
-            let scores = scratch + worker * perThread
-            var pair = worker * pairs / workers
-            let end = (worker + 1) * pairs / workers
-            while pair < end {
+        WorkerPool.shared.run(workers, PairsJob(query: query, keys: keys, values: values, context: context, scratch: scratch, start: start,
+                                                rows: rows, heads: heads, keyValueHeads: keyValueHeads, headSize: headSize, scale: scale))
+    }
+
+    /// The (row, head) pairs of a batch, split over the workers (a job the pool runs without allocating).
+    struct PairsJob: ParallelJob {
+        static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: PairsJob.self).pointee.run(worker: worker, of: workers) } }
+        let query, keys, values: UnsafePointer<Float>
+        let context, scratch: UnsafeMutablePointer<Float>
+        let start, rows, heads, keyValueHeads, headSize: Int
+        let scale: Float
+
+        func run(worker: Int, of workers: Int) {
+            let group = heads / keyValueHeads, stride = keyValueHeads * headSize
+            let scores = scratch + worker * CausalAttention.scratch(positions: start + rows)
+            for pair in Parallel.range(worker: worker, of: workers, count: rows * heads) {
                 let (row, head) = pair.quotientAndRemainder(dividingBy: heads)
                 let q = query + (row * heads + head) * headSize
                 let kv = (head / group) * headSize
@@ -49,7 +58,6 @@ public enum CausalAttention {
                 out.update(repeating: 0, count: headSize)
                 let inverse = 1 / total
                 for j in 0..<length { axpy(scores[j] * inverse, values + j * stride + kv, out, headSize) }
-                pair += 1
             }
         }
     }

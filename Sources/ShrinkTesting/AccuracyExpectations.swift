@@ -10,11 +10,13 @@ import XCTest
 public enum ShrinkExpect {
     /// Swift Testing: records an issue at the caller when the gate fails; returns what it measured.
     @discardableResult
-    /// `baseline`: the uncompressed model's evaluation on `task`, when already known.
+    /// `baseline`: the uncompressed model's evaluation on `task`, when already known;
+    /// `calibrationCache`: calibration runs shared by several recipes' gates.
     public static func accuracy(model: ModelLocation, _ candidate: AccuracyGate.Candidate, task: any EvaluationTask,
-                                thresholds: AccuracyThresholds, baseline: TaskEvaluation? = nil,
+                                thresholds: AccuracyThresholds, baseline: TaskEvaluation? = nil, calibrationCache: CalibrationCache? = nil,
                                 sourceLocation: SourceLocation = #_sourceLocation) throws -> GateOutcome {
-        let outcome = try AccuracyGate.check(model: model, candidate: candidate, task: task, thresholds: thresholds, baseline: baseline)
+        let outcome = try AccuracyGate.check(model: model, candidate: candidate, task: task, thresholds: thresholds, baseline: baseline,
+                                             calibrationCache: calibrationCache)
         if !outcome.passed { Issue.record(Comment(rawValue: outcome.message), sourceLocation: sourceLocation) }
         return outcome
     }

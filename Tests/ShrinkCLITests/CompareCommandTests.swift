@@ -82,3 +82,42 @@ import ShrinkTestSupport
         #expect(badData.code == 2 && badData.errors.contains("bad.csv:1"))
     }
 }
+
+/// `shrink compare` and `gate` on the perplexity task: SmolLM2's shipped Q4_1 file as the
+/// baseline, one window of 512 tokens. Needs the model.
+@Suite(.serialized) struct DecoderCompareCommandTests {
+    @Test func compareReportsPerplexityKLDivergenceAndTokensPerSecond() throws {
+        let folder = TemporaryDirectory()
+        let result = run(["compare", "--task", "perplexity", "--limit", "1", "--rounds", "1", "--threads", "2",
+                          "--recipes", CompareCommandTests.recipe("smollm2-int8-channel"), "--output", folder.file("out")])
+        #expect(result.code == 0, "\(result.errors)")
+        #expect(result.output.contains("mean_kld") && result.output.contains("pp128 /s") && result.output.contains("tg64 /s"), "\(result.output)")
+        let configurations = try ComparisonReport.configurations(fromJSON: folder.file("out/report.json"))
+        #expect(configurations.map(\.name) == ["baseline", "smollm2-int8-channel"])
+        let baseline = configurations[0], int8 = configurations[1]
+        #expect(baseline.metrics["mean_kld"]! < 1e-6 && baseline.metrics["same_top"] == 1 && baseline.metrics["perplexity_drop"] == 0, "\(baseline.metrics)")
+        #expect(baseline.metrics["scored_tokens"] == 255 && (10...40).contains(baseline.metrics["perplexity"] ?? 0), "\(baseline.metrics)")
+        let kld = try #require(int8.metrics["mean_kld"]), drop = try #require(int8.metrics["perplexity_drop"])
+        #expect(kld > 0 && kld < 0.02 && abs(drop) < 0.3 && int8.metrics["same_top"]! > 0.9, "\(int8.metrics)")
+        #expect(int8.metrics["p99_kld"]! >= kld)
+        for key in ["prompt_tokens_per_second", "decode_tokens_per_second", "prompt_speedup", "decode_speedup"] {
+            #expect((int8.latency[key] ?? 0) > 0, "\(key): \(int8.latency)")
+        }
+        #expect((7.9...8.2).contains(int8.compressedBitsPerWeight ?? 0) && int8.bytes > baseline.bytes)
+        #expect(int8.worstLayers.count == 5 && int8.worstLayers.allSatisfy { $0.snrDecibels > 30 }, "\(int8.worstLayers)")
+    }
+
+    @Test func gateBoundsDriftMetricsBothWays() throws {
+        let base = ["gate", "--task", "perplexity", "--limit", "1", "--threads", "2", "--recipe", CompareCommandTests.recipe("smollm2-int4-block32")]
+        let holds = run(base + ["--max-drop", "10", "--max", "mean_kld=0.8", "--min", "same_top=0.5"])
+        #expect(holds.code == 0 && holds.output.contains("perplexity gate holds") && holds.output.contains("mean_kld"), "\(holds.errors)")
+        let fails = run(base + ["--max", "mean_kld=0.05", "p99_kld=0.2", "--min", "same_top=0.99"])
+        #expect(fails.code == 1, "\(fails.output) \(fails.errors)")
+        #expect(fails.errors.contains("mean_kld") && fails.errors.contains("exceeds 0.05000") && fails.errors.contains("p99_kld"), "\(fails.errors)")
+        #expect(fails.errors.contains("same_top") && fails.errors.contains("is below 0.99000") && fails.errors.contains("lowest-SNR layers: blk."))
+        let unknown = run(base + ["--max", "mean_cosine=2"])
+        #expect(unknown.code == 1 && unknown.errors.contains("mean_cosine is not a metric of perplexity"), "\(unknown.errors)")
+        #expect(run(base + ["--max", "mean_kld"]).code == 2)
+        #expect(run(base + ["--min", "same_top=high"]).code == 2)
+    }
+}

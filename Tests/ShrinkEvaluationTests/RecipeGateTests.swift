@@ -5,33 +5,48 @@ import ShrinkEvaluation
 import ShrinkTestSupport
 import ShrinkTesting
 
-/// Every shipped MiniLM recipe against the threshold recorded next to it
-/// (`recipes/gates/<recipe>.json`), on the first 300 pairs of the STS-B test split (the subset the
-/// gate files name, to keep CI short), so a regression in any pass fails the suite. Needs the
-/// model: scripts/fetch-models.py minilm.
+/// Every shipped recipe against the threshold recorded next to it (`recipes/gates/<recipe>.json`),
+/// so a regression in any pass fails the suite: MiniLM's on the first 300 pairs of the STS-B test
+/// split, SmolLM2's on the first 8 windows of 512 tokens of wikitext-2 test (perplexity and
+/// KL-divergence against the shipped Q4_1 model; the subsets the gate files name, to keep CI
+/// short). Needs the models: scripts/fetch-models.py.
 @Suite(.serialized) struct RecipeGateTests {
     static let recipes = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("recipes")
 
-    /// MiniLM's shipped recipes (SmolLM2's are scored by perplexity and KL-divergence: `DecoderCompressionTests`).
-    static func shippedRecipes() throws -> [String] {
-        try FileManager.default.contentsOfDirectory(atPath: recipes.path).filter { $0.hasPrefix("minilm-") && $0.hasSuffix(".json") }.sorted()
+    /// The shipped recipes whose names start with `prefix`.
+    static func shippedRecipes(_ prefix: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: recipes.path).filter { $0.hasPrefix(prefix) && $0.hasSuffix(".json") }.sorted()
             .map { recipes.appendingPathComponent($0).path }
     }
 
-    @Test func everyShippedRecipeHoldsItsGate() throws {
-        let model = try ModelLocation.resolve(TestModels.miniLM)
-        var baselines: [Int?: TaskEvaluation] = [:]
-        let shipped = try Self.shippedRecipes()
-        #expect(shipped.count >= 9)
+    /// Checks every recipe of `shipped` against its gate file, one baseline per task and limit and
+    /// one calibration run per calibration set.
+    static func checkGates(_ shipped: [String], model: ModelLocation, base: String) throws {
+        var baselines: [String: TaskEvaluation] = [:]
+        let calibrationCache = CalibrationCache()
         for recipe in shipped {
             let gate = try RecipeGate.load(path: RecipeGate.path(forRecipe: recipe))
-            let task = try EvaluationTasks.make(name: gate.task, data: nil, base: TestModels.miniLM, limit: gate.limit)
-            if baselines[gate.limit] == nil { baselines[gate.limit] = try task.evaluateBaseline(try task.load(weights: model.weightsPath, threads: 2)) }
-            let outcome = try ShrinkExpect.accuracy(model: model, .recipe(recipe), task: task, thresholds: gate.thresholds,
-                                                    baseline: baselines[gate.limit]!)
-            #expect(outcome.metrics["spearman"] != nil && outcome.worstLayers.count == 5, "\(recipe): \(outcome.message)")
+            let task = try EvaluationTasks.make(name: gate.task, data: nil, base: base, limit: gate.limit)
+            let key = "\(gate.task) \(gate.limit ?? 0)"
+            if baselines[key] == nil { baselines[key] = try task.evaluateBaseline(try task.load(weights: model.weightsPath, threads: 2)) }
+            let outcome = try ShrinkExpect.accuracy(model: model, .recipe(recipe), task: task, thresholds: gate.thresholds, baseline: baselines[key]!,
+                                                    calibrationCache: calibrationCache)
+            #expect(outcome.metrics[task.accuracyMetric] != nil && outcome.worstLayers.count == 5, "\(recipe): \(outcome.message)")
         }
+    }
+
+    @Test func everyMiniLMRecipeHoldsItsGate() throws {
+        let shipped = try Self.shippedRecipes("minilm-")
+        #expect(shipped.count >= 9)
+        try Self.checkGates(shipped, model: try ModelLocation.resolve(TestModels.miniLM), base: TestModels.miniLM)
+    }
+
+    @Test func everySmolLM2RecipeHoldsItsGate() throws {
+        let shipped = try Self.shippedRecipes("smollm2-")
+        #expect(shipped.count >= 5)
+        for recipe in shipped { #expect(try RecipeGate.load(path: RecipeGate.path(forRecipe: recipe)).task == "perplexity", "\(recipe)") }
+        try Self.checkGates(shipped, model: try ModelLocation.resolve("smollm2"), base: TestModels.miniLM)
     }
 
     @Test func malformedGateFilesNameTheFile() throws {

@@ -1,3 +1,4 @@
+import CAllocationCounter
 import Foundation
 import Testing
 import ShrinkIO
@@ -47,6 +48,27 @@ import ShrinkTestSupport
         let berlin = try #require(tokens.firstIndex(of: decoder.tokenizer!.encode(" Berlin")[0]))
         let before = batch[berlin - 1]
         #expect(Int32(before.firstIndex(of: before.max()!)!) == tokens[berlin])
+    }
+
+    /// A decoded token and a prompt batch allocate nothing on the heap: the state's buffers, the
+    /// kernels' scratch and the worker pool are made once (`DecoderState`, `WorkerPool`).
+    @Test(arguments: [1, 2])
+    func decodingAllocatesNothingPerToken(threads: Int) throws {
+        let decoder = try Self.decoder(threads: threads)
+        let state = decoder.makeState(capacity: 64, batch: 16)
+        let prompt: [Int32] = Array(1...16), token: [Int32] = [42]
+        var best: Float = 0
+        try decoder.evaluate(prompt, state: state, logitRows: 15..<16) { _, logits in best = logits[0] }
+        try decoder.evaluate(token, state: state, logitRows: 0..<1) { _, logits in best = logits[0] }
+        state.reset()
+        shrink_count_allocations_begin()
+        try decoder.evaluate(prompt, state: state, logitRows: 15..<16) { _, logits in best = logits[0] }
+        let promptAllocations = shrink_count_allocations_end()
+        shrink_count_allocations_begin()
+        for _ in 0..<8 { try decoder.evaluate(token, state: state, logitRows: 0..<1) { _, logits in best = logits[0] } }
+        let decodeAllocations = shrink_count_allocations_end()
+        #expect(promptAllocations == 0 && decodeAllocations == 0, "prompt: \(promptAllocations), 8 tokens: \(decodeAllocations) allocations")
+        #expect(best.isFinite)
     }
 
     @Test func whatACacheCannotTakeIsATypedError() throws {

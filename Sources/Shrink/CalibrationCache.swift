@@ -1,0 +1,51 @@
+import Foundation
+import ShrinkCore
+
+/// Input correlations recorded once per model and calibration set and handed to every recipe that
+/// calibrates on the same text: a comparison or a suite of gates compresses one model with many
+/// calibrated recipes, and running the calibration text through the model is most of a GPTQ pass's
+/// time. The first calibrated recipe records every linear layer the architecture observes, so later
+/// recipes that calibrate other layers hit too.
+///
+/// Entries are keyed by the weights file (path, size, modification time), the calibration file and
+/// its line limit; they live as long as the cache (for SmolLM2-135M about 1 GB of correlations), so
+/// a caller makes one for a batch of compressions and drops it after. Thread-safe.
+public final class CalibrationCache: @unchecked Sendable {
+    struct Key: Hashable {
+        let weights: String
+        let config: String?
+        let bytes: Int
+        let modified: Date
+        let data: String
+        let limit: Int
+    }
+
+    private struct Entry {
+        let layers: Set<String>
+        let correlations: [String: InputCorrelation]
+    }
+
+    private let lock = NSLock()
+    private var entries: [Key: Entry] = [:]
+    /// Calibration runs the cache saved (its hits).
+    public private(set) var hits = 0
+
+    public init() {}
+
+    /// The correlations of `layers`: from an entry that recorded them all, else `record(allLayers)`
+    /// (kept for later calls) for the key's model and calibration set.
+    func correlations(model: ModelLocation, data: String, limit: Int, layers: Set<String>, allLayers: Set<String>,
+                      record: (Set<String>) throws -> [String: InputCorrelation]) throws -> [String: InputCorrelation] {
+        let attributes = try FileManager.default.attributesOfItem(atPath: model.weightsPath)
+        let key = Key(weights: model.weightsPath, config: model.configPath, bytes: (attributes[.size] as? Int) ?? 0,
+                      modified: (attributes[.modificationDate] as? Date) ?? .distantPast, data: data, limit: limit)
+        if let entry = lock.withLock({ entries[key] }), layers.isSubset(of: entry.layers) {
+            lock.withLock { hits += 1 }
+            return entry.correlations.filter { layers.contains($0.key) }
+        }
+        let recorded = layers.union(allLayers)
+        let correlations = try record(recorded)
+        lock.withLock { entries[key] = Entry(layers: recorded, correlations: correlations) }
+        return correlations.filter { layers.contains($0.key) }
+    }
+}
