@@ -8,7 +8,7 @@
 // Pairs (`--pair label=shrink-file,peer-file`, repeatable; default the shipped SmolLM2 Q4_1 GGUF for
 // both) put a file Shrink runs next to the file the peers run (Shrink's 8-bit recipe against
 // llama.cpp's Q8_0, say). Peers (`--peer name=llama-bench`, repeatable; default the builds of
-// `../shared/peers/llama.cpp/build.sh` found in its cache, mainline and ik). Before timing, every
+// `../shared/peers/llama.cpp/build.sh` found in its cache, mainline and ik; `--peer none`: Shrink only). Before timing, every
 // peer's `llama-perplexity` (next to its llama-bench) and Shrink score each file's first
 // `--check-chunks` windows of 512 tokens of wikitext-2 test: a peer more than 10 % above Shrink's
 // perplexity of the same pair computes wrongly there, and its speeds are shown in brackets and
@@ -48,6 +48,7 @@ var promptLength = 128
 var decodeLength = 64
 var checkChunks = 4
 var jsonPath: String?
+var usePeers = true
 var arguments = Array(CommandLine.arguments.dropFirst())
 while let flag = arguments.first {
     arguments.removeFirst()
@@ -59,6 +60,7 @@ while let flag = arguments.first {
         let files = parts.count == 2 ? parts[1].split(separator: ",").map(String.init) : []
         guard parts.count == 2, files.count == 2 else { usageError("--pair expects label=shrink-file,peer-file, got '\(value)'") }
         pairs.append(Pair(label: parts[0], shrinkFile: files[0], peerFile: files[1]))
+    case "--peer" where value == "none": usePeers = false
     case "--peer":
         let parts = value.split(separator: "=", maxSplits: 1).map(String.init)
         guard parts.count == 2, FileManager.default.isExecutableFile(atPath: parts[1]) else { usageError("--peer expects name=llama-bench binary, got '\(value)'") }
@@ -73,7 +75,7 @@ while let flag = arguments.first {
     }
 }
 if pairs.isEmpty { pairs = [Pair(label: "Q4_1", shrinkFile: shipped, peerFile: shipped)] }
-if peers.isEmpty {
+if peers.isEmpty && usePeers {
     for (name, folder) in [("llama.cpp", "llama_cpp_python-0.3.36/vendor/llama.cpp"), ("ik_llama.cpp", "ik_llama_cpp_python-0.1.5/vendor/ik_llama.cpp")] {
         let bench = "\(peerCache)/\(folder)/build/bin/llama-bench"
         if FileManager.default.isExecutableFile(atPath: bench) { peers.append(Peer(name: name, bench: bench)) }

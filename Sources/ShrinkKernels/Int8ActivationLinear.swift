@@ -142,7 +142,8 @@ public final class SharedInputLinears: @unchecked Sendable {
     public init?(_ operators: [any LinearOperator]) {
         let layers = operators.compactMap { $0 as? Int8ActivationLinear }
         guard let first = layers.first, layers.count == operators.count,
-              layers.allSatisfy({ $0.inFeatures == first.inFeatures && $0.variant == first.variant && $0.threads == first.threads })
+              layers.allSatisfy({ $0.inFeatures == first.inFeatures && $0.variant == first.variant && $0.threads == first.threads
+                                  && $0.weights.paddedColumns == first.weights.paddedColumns })
         else { return nil }
         self.layers = layers
     }
@@ -157,6 +158,40 @@ public final class SharedInputLinears: @unchecked Sendable {
                     products.initializeElement(at: index, to: Int8ActivationLinear.Product(layer: layer, y: outputs[index]))
                 }
                 Int8ActivationLinear.run(UnsafeBufferPointer(products), x: input.baseAddress!, rows: rows)
+            }
+        }
+    }
+}
+
+extension SharedInputLinears {
+    /// Two layers' outputs into `first` and `second` (each at least `rows × outFeatures`).
+    public func forward(_ x: [Float], rows: Int, into first: inout [Float], _ second: inout [Float]) {
+        precondition(layers.count == 2 && first.count >= rows * layers[0].outFeatures && second.count >= rows * layers[1].outFeatures)
+        first.withUnsafeMutableBufferPointer { a in
+            second.withUnsafeMutableBufferPointer { b in
+                withUnsafeTemporaryAllocation(of: UnsafeMutablePointer<Float>.self, capacity: 2) { outputs in
+                    outputs.initializeElement(at: 0, to: a.baseAddress!)
+                    outputs.initializeElement(at: 1, to: b.baseAddress!)
+                    forward(x, rows: rows, into: UnsafeBufferPointer(outputs))
+                }
+            }
+        }
+    }
+
+    /// Three layers' outputs into `first`, `second` and `third` (each at least `rows × outFeatures`).
+    public func forward(_ x: [Float], rows: Int, into first: inout [Float], _ second: inout [Float], _ third: inout [Float]) {
+        precondition(layers.count == 3 && first.count >= rows * layers[0].outFeatures && second.count >= rows * layers[1].outFeatures
+                     && third.count >= rows * layers[2].outFeatures)
+        first.withUnsafeMutableBufferPointer { a in
+            second.withUnsafeMutableBufferPointer { b in
+                third.withUnsafeMutableBufferPointer { c in
+                    withUnsafeTemporaryAllocation(of: UnsafeMutablePointer<Float>.self, capacity: 3) { outputs in
+                        outputs.initializeElement(at: 0, to: a.baseAddress!)
+                        outputs.initializeElement(at: 1, to: b.baseAddress!)
+                        outputs.initializeElement(at: 2, to: c.baseAddress!)
+                        forward(x, rows: rows, into: UnsafeBufferPointer(outputs))
+                    }
+                }
             }
         }
     }

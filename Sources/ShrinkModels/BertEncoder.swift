@@ -184,18 +184,7 @@ public final class BertEncoder: @unchecked Sendable {
         let hidden = config.hiddenSize
         let total = lengths.reduce(0, +)
         if let projections = layer.projections {
-            work.query.withUnsafeMutableBufferPointer { q in
-                work.key.withUnsafeMutableBufferPointer { k in
-                    work.value.withUnsafeMutableBufferPointer { v in
-                        withUnsafeTemporaryAllocation(of: UnsafeMutablePointer<Float>.self, capacity: 3) { outputs in
-                            outputs.initializeElement(at: 0, to: q.baseAddress!)
-                            outputs.initializeElement(at: 1, to: k.baseAddress!)
-                            outputs.initializeElement(at: 2, to: v.baseAddress!)
-                            projections.forward(work.states, rows: total, into: UnsafeBufferPointer(outputs))
-                        }
-                    }
-                }
-            }
+            projections.forward(work.states, rows: total, into: &work.query, &work.key, &work.value)
         } else {
             layer.query.forward(work.states, rows: total, into: &work.query)
             layer.key.forward(work.states, rows: total, into: &work.key)

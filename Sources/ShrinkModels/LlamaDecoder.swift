@@ -22,6 +22,9 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
         let queryNorm, keyNorm: RMSNormWeights?
         let feedForwardNorm: RMSNormWeights
         let gate, up, down: any LinearOperator
+        /// The query, key and value projections as one pass (one input quantization, one hand-off),
+        /// and the gate and up projections; nil when their kernels differ.
+        let projections, gateUp: SharedInputLinears?
     }
 
     let layers: [Layer]
@@ -45,18 +48,21 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
         var layers: [Layer] = []
         for layer in 0..<c.layers {
             func op(_ index: Int) -> String { table.op(layer, index) }
+            let query = try source.linear(op(1), out: queries, in: c.hiddenSize)
+            let key = try source.linear(op(2), out: keys, in: c.hiddenSize)
+            let value = try source.linear(op(3), out: keys, in: c.hiddenSize)
+            let gate = try source.linear(op(6), out: c.intermediateSize, in: c.hiddenSize)
+            let up = try source.linear(op(7), out: c.intermediateSize, in: c.hiddenSize)
             layers.append(Layer(
                 attentionNorm: try norm(op(0) + ".weight", c.hiddenSize),
-                query: try source.linear(op(1), out: queries, in: c.hiddenSize),
-                key: try source.linear(op(2), out: keys, in: c.hiddenSize),
-                value: try source.linear(op(3), out: keys, in: c.hiddenSize),
+                query: query, key: key, value: value,
                 attentionOutput: try source.linear(op(4), out: c.hiddenSize, in: queries),
                 queryNorm: perHeadNorms ? try norm(op(9) + ".weight", c.headDimension) : nil,
                 keyNorm: perHeadNorms ? try norm(op(10) + ".weight", c.headDimension) : nil,
                 feedForwardNorm: try norm(op(5) + ".weight", c.hiddenSize),
-                gate: try source.linear(op(6), out: c.intermediateSize, in: c.hiddenSize),
-                up: try source.linear(op(7), out: c.intermediateSize, in: c.hiddenSize),
-                down: try source.linear(op(8), out: c.hiddenSize, in: c.intermediateSize)))
+                gate: gate, up: up,
+                down: try source.linear(op(8), out: c.hiddenSize, in: c.intermediateSize),
+                projections: SharedInputLinears([query, key, value]), gateUp: SharedInputLinears([gate, up])))
         }
         let names = table.globalNames
         embedding = try source.embedding(names.embedding, columns: c.hiddenSize)
@@ -132,9 +138,13 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
         }
         for (index, layer) in layers.enumerated() {
             copyNormalized(state, rows: rows, norm: layer.attentionNorm)
-            layer.query.forward(state.normalized, rows: rows, into: &state.query)
-            layer.key.forward(state.normalized, rows: rows, into: &state.key)
-            layer.value.forward(state.normalized, rows: rows, into: &state.value)
+            if let projections = layer.projections {
+                projections.forward(state.normalized, rows: rows, into: &state.query, &state.key, &state.value)
+            } else {
+                layer.query.forward(state.normalized, rows: rows, into: &state.query)
+                layer.key.forward(state.normalized, rows: rows, into: &state.key)
+                layer.value.forward(state.normalized, rows: rows, into: &state.value)
+            }
             state.query.withUnsafeMutableBufferPointer { q in
                 state.key.withUnsafeMutableBufferPointer { k in
                     state.angles.withUnsafeBufferPointer { table in
@@ -154,8 +164,12 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
             layer.attentionOutput.forward(state.context, rows: rows, into: &state.projected)
             addProjected(state, rows: rows)
             copyNormalized(state, rows: rows, norm: layer.feedForwardNorm)
-            layer.gate.forward(state.normalized, rows: rows, into: &state.gate)
-            layer.up.forward(state.normalized, rows: rows, into: &state.up)
+            if let gateUp = layer.gateUp {
+                gateUp.forward(state.normalized, rows: rows, into: &state.gate, &state.up)
+            } else {
+                layer.gate.forward(state.normalized, rows: rows, into: &state.gate)
+                layer.up.forward(state.normalized, rows: rows, into: &state.up)
+            }
             state.gate.withUnsafeMutableBufferPointer { gate in
                 state.up.withUnsafeBufferPointer { up in KernelVariant.swiGLU(gate: gate.baseAddress!, up: up.baseAddress!, rows * c.intermediateSize) }
             }
