@@ -117,7 +117,7 @@ func peerRate(_ peer: Peer, file: String, threads: Int, prompt: Int, decode: Int
     let result = execute(peer.perplexityTool, ["-m", file, "-f", Perplexity.defaultText, "-c", "512", "--chunks", "\(checkChunks)", "-t", "2"])
     let text = result.errors + String(decoding: result.output, as: UTF8.self)
     // Mainline prints `Final estimate: PPL = x +/- y`, ik_llama.cpp `Final estimate: PPL over n chunks for n_ctx=512 = x +/- y`.
-    guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Final estimate: PPL") }),
+    guard let line = text.split(separator: "\n").first(where: { $0.contains("Final estimate: PPL") }),
           let value = line.components(separatedBy: " = ").last?.split(separator: " ").first else { return nil }
     return Double(value)
 }

@@ -30,3 +30,22 @@ extension KernelVariant {
         }
     }
 }
+
+/// In-place SwiGLU (`KernelVariant.swiGLU`) over `count` values, split over the workers.
+public struct SwiGLUJob: ParallelJob {
+    public static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: SwiGLUJob.self).pointee.run(worker: worker, of: workers) } }
+    let gate: UnsafeMutablePointer<Float>
+    let up: UnsafePointer<Float>
+    let count: Int
+
+    public init(gate: UnsafeMutablePointer<Float>, up: UnsafePointer<Float>, count: Int) {
+        self.gate = gate
+        self.up = up
+        self.count = count
+    }
+
+    public func run(worker: Int, of workers: Int) {
+        let range = Parallel.range(worker: worker, of: workers, count: count)
+        KernelVariant.swiGLU(gate: gate + range.lowerBound, up: up + range.lowerBound, range.count)
+    }
+}

@@ -6,7 +6,7 @@ import ShrinkCore
 /// `h / (heads / keyValueHeads)`:
 /// `context = Σ_j softmax_j(scale · q · k_j) · v_j`, the softmax with its maximum subtracted, in
 /// `Float`. The cache holds, per position, `keyValueHeads × headSize` keys (and values) in a row.
-/// O(rows · heads · positions · headSize); threads split the (row, head) pairs.
+/// O(rows · heads · positions · headSize); threads take the (row, head) pairs in turn.
 public enum CausalAttention {
     /// Scratch floats one thread needs for `positions` cache positions.
     public static func scratch(positions: Int) -> Int { positions }
@@ -37,7 +37,9 @@ public enum CausalAttention {
         func run(worker: Int, of workers: Int) {
             let group = heads / keyValueHeads, stride = keyValueHeads * headSize
             let scores = scratch + worker * CausalAttention.scratch(positions: start + rows)
-            for pair in Parallel.range(worker: worker, of: workers, count: rows * heads) {
+            // Pairs dealt out in turn: a row's cost grows with its position, so contiguous shares
+            // would leave the last worker with most of a prompt's work.
+            for pair in Swift.stride(from: worker, to: rows * heads, by: workers) {
                 let (row, head) = pair.quotientAndRemainder(dividingBy: heads)
                 let q = query + (row * heads + head) * headSize
                 let kv = (head / group) * headSize

@@ -171,7 +171,10 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
                 layer.up.forward(state.normalized, rows: rows, into: &state.up)
             }
             state.gate.withUnsafeMutableBufferPointer { gate in
-                state.up.withUnsafeBufferPointer { up in KernelVariant.swiGLU(gate: gate.baseAddress!, up: up.baseAddress!, rows * c.intermediateSize) }
+                state.up.withUnsafeBufferPointer { up in
+                    // Split over the threads for prompts (a decoded token's row is too little work to hand off).
+                    WorkerPool.shared.run(rows >= 8 ? threads : 1, SwiGLUJob(gate: gate.baseAddress!, up: up.baseAddress!, count: rows * c.intermediateSize))
+                }
             }
             layer.down.forward(state.gate, rows: rows, into: &state.projected)
             addProjected(state, rows: rows)
