@@ -1,4 +1,5 @@
 import Foundation
+import Shrink
 import ShrinkKernels
 import ShrinkModels
 
@@ -43,7 +44,8 @@ public struct PerplexityTask: EvaluationTask {
     }
 
     public func load(weights: String, threads: Int) throws -> any TaskModel {
-        let (files, architecture) = try ModelArchitectures.open(weightsPath: weights, configPath: nil)
+        let location = try ModelLocation.resolve(weights)
+        let (files, architecture) = try ModelArchitectures.open(weightsPath: location.weightsPath, configPath: location.configPath)
         guard let family = architecture as? any LlamaFamilyArchitecture else {
             throw ModelError.wrongCapability(architecture: type(of: architecture).name, needed: "next-token logits (task perplexity)")
         }

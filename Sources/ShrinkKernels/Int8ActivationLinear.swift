@@ -163,16 +163,32 @@ public final class SharedInputLinears: @unchecked Sendable {
     }
 }
 
-extension SharedInputLinears {
+/// Linear layers that read the same input (a transformer's query, key and value projections; a
+/// SwiGLU's gate and up): one `SharedInputLinears` pass when their kernels allow it, else each
+/// layer's own forward pass, with the same outputs either way.
+public struct LinearGroup: @unchecked Sendable {
+    public let operators: [any LinearOperator]
+    let shared: SharedInputLinears?
+
+    public init(_ operators: [any LinearOperator]) {
+        self.operators = operators
+        shared = SharedInputLinears(operators)
+    }
+
     /// Two layers' outputs into `first` and `second` (each at least `rows × outFeatures`).
     public func forward(_ x: [Float], rows: Int, into first: inout [Float], _ second: inout [Float]) {
-        precondition(layers.count == 2 && first.count >= rows * layers[0].outFeatures && second.count >= rows * layers[1].outFeatures)
+        precondition(operators.count == 2 && first.count >= rows * operators[0].outFeatures && second.count >= rows * operators[1].outFeatures)
+        guard let shared else {
+            operators[0].forward(x, rows: rows, into: &first)
+            operators[1].forward(x, rows: rows, into: &second)
+            return
+        }
         first.withUnsafeMutableBufferPointer { a in
             second.withUnsafeMutableBufferPointer { b in
                 withUnsafeTemporaryAllocation(of: UnsafeMutablePointer<Float>.self, capacity: 2) { outputs in
                     outputs.initializeElement(at: 0, to: a.baseAddress!)
                     outputs.initializeElement(at: 1, to: b.baseAddress!)
-                    forward(x, rows: rows, into: UnsafeBufferPointer(outputs))
+                    shared.forward(x, rows: rows, into: UnsafeBufferPointer(outputs))
                 }
             }
         }
@@ -180,8 +196,14 @@ extension SharedInputLinears {
 
     /// Three layers' outputs into `first`, `second` and `third` (each at least `rows × outFeatures`).
     public func forward(_ x: [Float], rows: Int, into first: inout [Float], _ second: inout [Float], _ third: inout [Float]) {
-        precondition(layers.count == 3 && first.count >= rows * layers[0].outFeatures && second.count >= rows * layers[1].outFeatures
-                     && third.count >= rows * layers[2].outFeatures)
+        precondition(operators.count == 3 && first.count >= rows * operators[0].outFeatures && second.count >= rows * operators[1].outFeatures
+                     && third.count >= rows * operators[2].outFeatures)
+        guard let shared else {
+            operators[0].forward(x, rows: rows, into: &first)
+            operators[1].forward(x, rows: rows, into: &second)
+            operators[2].forward(x, rows: rows, into: &third)
+            return
+        }
         first.withUnsafeMutableBufferPointer { a in
             second.withUnsafeMutableBufferPointer { b in
                 third.withUnsafeMutableBufferPointer { c in
@@ -189,7 +211,7 @@ extension SharedInputLinears {
                         outputs.initializeElement(at: 0, to: a.baseAddress!)
                         outputs.initializeElement(at: 1, to: b.baseAddress!)
                         outputs.initializeElement(at: 2, to: c.baseAddress!)
-                        forward(x, rows: rows, into: UnsafeBufferPointer(outputs))
+                        shared.forward(x, rows: rows, into: UnsafeBufferPointer(outputs))
                     }
                 }
             }

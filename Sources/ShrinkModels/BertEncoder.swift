@@ -29,14 +29,14 @@ public final class BertEncoder: @unchecked Sendable {
         let attentionNorm, outputNorm: LayerNormWeights
         /// Query, key and value in one pass when they run on int8 activations (one quantization
         /// and one hand-off instead of three).
-        let projections: SharedInputLinears?
+        let projections: LinearGroup
 
         init(query: any LinearOperator, key: any LinearOperator, value: any LinearOperator, attentionOutput: any LinearOperator,
              intermediate: any LinearOperator, output: any LinearOperator, attentionNorm: LayerNormWeights, outputNorm: LayerNormWeights) {
             (self.query, self.key, self.value, self.attentionOutput, self.intermediate, self.output) =
                 (query, key, value, attentionOutput, intermediate, output)
             (self.attentionNorm, self.outputNorm) = (attentionNorm, outputNorm)
-            projections = SharedInputLinears([query, key, value])
+            projections = LinearGroup([query, key, value])
         }
     }
 
@@ -183,13 +183,7 @@ public final class BertEncoder: @unchecked Sendable {
     func run(_ layer: Layer, work: inout Workspace, lengths: [Int]) {
         let hidden = config.hiddenSize
         let total = lengths.reduce(0, +)
-        if let projections = layer.projections {
-            projections.forward(work.states, rows: total, into: &work.query, &work.key, &work.value)
-        } else {
-            layer.query.forward(work.states, rows: total, into: &work.query)
-            layer.key.forward(work.states, rows: total, into: &work.key)
-            layer.value.forward(work.states, rows: total, into: &work.value)
-        }
+        layer.projections.forward(work.states, rows: total, into: &work.query, &work.key, &work.value)
         let scratchPerWorker = Attention.scratch(longest: lengths.max() ?? 0, headSize: hidden / config.heads)
         if work.attentionScratch.count < threads * scratchPerWorker {
             work.attentionScratch = [Float](repeating: 0, count: threads * scratchPerWorker)

@@ -23,8 +23,8 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
         let feedForwardNorm: RMSNormWeights
         let gate, up, down: any LinearOperator
         /// The query, key and value projections as one pass (one input quantization, one hand-off),
-        /// and the gate and up projections; nil when their kernels differ.
-        let projections, gateUp: SharedInputLinears?
+        /// and the gate and up projections.
+        let projections, gateUp: LinearGroup
     }
 
     let layers: [Layer]
@@ -62,7 +62,7 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
                 feedForwardNorm: try norm(op(5) + ".weight", c.hiddenSize),
                 gate: gate, up: up,
                 down: try source.linear(op(8), out: c.hiddenSize, in: c.intermediateSize),
-                projections: SharedInputLinears([query, key, value]), gateUp: SharedInputLinears([gate, up])))
+                projections: LinearGroup([query, key, value]), gateUp: LinearGroup([gate, up])))
         }
         let names = table.globalNames
         embedding = try source.embedding(names.embedding, columns: c.hiddenSize)
@@ -138,13 +138,7 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
         }
         for (index, layer) in layers.enumerated() {
             copyNormalized(state, rows: rows, norm: layer.attentionNorm)
-            if let projections = layer.projections {
-                projections.forward(state.normalized, rows: rows, into: &state.query, &state.key, &state.value)
-            } else {
-                layer.query.forward(state.normalized, rows: rows, into: &state.query)
-                layer.key.forward(state.normalized, rows: rows, into: &state.key)
-                layer.value.forward(state.normalized, rows: rows, into: &state.value)
-            }
+            layer.projections.forward(state.normalized, rows: rows, into: &state.query, &state.key, &state.value)
             state.query.withUnsafeMutableBufferPointer { q in
                 state.key.withUnsafeMutableBufferPointer { k in
                     state.angles.withUnsafeBufferPointer { table in
@@ -164,12 +158,7 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
             layer.attentionOutput.forward(state.context, rows: rows, into: &state.projected)
             addProjected(state, rows: rows)
             copyNormalized(state, rows: rows, norm: layer.feedForwardNorm)
-            if let gateUp = layer.gateUp {
-                gateUp.forward(state.normalized, rows: rows, into: &state.gate, &state.up)
-            } else {
-                layer.gate.forward(state.normalized, rows: rows, into: &state.gate)
-                layer.up.forward(state.normalized, rows: rows, into: &state.up)
-            }
+            layer.gateUp.forward(state.normalized, rows: rows, into: &state.gate, &state.up)
             state.gate.withUnsafeMutableBufferPointer { gate in
                 state.up.withUnsafeBufferPointer { up in
                     // Split over the threads for prompts (a decoded token's row is too little work to hand off).

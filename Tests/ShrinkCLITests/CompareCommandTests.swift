@@ -120,4 +120,21 @@ import ShrinkTestSupport
         #expect(run(base + ["--max", "mean_kld"]).code == 2)
         #expect(run(base + ["--min", "same_top=high"]).code == 2)
     }
+
+    /// What the perplexity task cannot use: a model without next-token logits, a text shorter
+    /// than one window, a text that is not UTF-8. Each a one-line error (exit 2), no report.
+    @Test func perplexityTaskRejectsBadInput() throws {
+        let folder = TemporaryDirectory()
+        let recipe = CompareCommandTests.recipe("smollm2-int8-channel")
+        let encoder = run(["compare", "--task", "perplexity", "--model", TestModels.miniLM, "--limit", "1", "--recipes",
+                           CompareCommandTests.recipe("minilm-int8-channel"), "--output", folder.file("out")])
+        #expect(encoder.code == 2 && encoder.errors.contains("next-token logits"), "\(encoder.errors)")
+        try Data("A few words only.\n".utf8).write(to: URL(fileURLWithPath: folder.file("short.txt")))
+        let short = run(["gate", "--task", "perplexity", "--data", folder.file("short.txt"), "--recipe", recipe, "--max-drop", "1"])
+        #expect(short.code == 2 && short.errors.contains("short.txt") && short.errors.contains("fewer than one context of 512"), "\(short.errors)")
+        try Data([0xff, 0xfe, 0x00, 0x41]).write(to: URL(fileURLWithPath: folder.file("binary.txt")))
+        let binary = run(["compare", "--task", "perplexity", "--data", folder.file("binary.txt"), "--recipes", recipe, "--output", folder.file("out")])
+        #expect(binary.code == 2 && binary.errors.contains("binary.txt") && binary.errors.contains("not UTF-8"), "\(binary.errors)")
+        #expect(!FileManager.default.fileExists(atPath: folder.file("out/report.json")))
+    }
 }
