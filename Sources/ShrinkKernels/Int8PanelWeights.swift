@@ -54,6 +54,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
     let channelScales: UnsafeMutableBufferPointer<Float>?
     /// The half-block form (see `HalfBlocks`), or nil.
     let halfBlocks: HalfBlocks?
+    /// Where every buffer above lives.
+    let arena: WeightArena
 
     /// Multipliers per 16 inputs of byte codes (ggml's `Q6_K`, `Q2_K`, see
     /// `shrink_gemm_u8s8_half_blocks`): per panel and 16 inputs, 16 int8 multipliers (and 16 u8
@@ -92,19 +94,22 @@ public final class Int8PanelWeights: @unchecked Sendable {
         var integerScales: (multipliers: [UInt8], rowScales: [Float])? = nil
     }
 
-    /// Repacks `weight`, or `nil` when its encoding is not covered (see the type's documentation).
-    public convenience init?(weight: EncodedTensor) {
+    /// Repacks `weight` into buffers carved from `arena` (a model's layers share one, so that its
+    /// weights sit in huge pages; default: an arena of this weight's own), or `nil` when its
+    /// encoding is not covered (see the type's documentation).
+    public convenience init?(weight: EncodedTensor, arena: WeightArena = WeightArena(chunkBytes: 0)) {
         guard weight.shape.count == 2 else { return nil }
         if let matrix = Self.codeMatrix(weight) {
-            self.init(matrix, rows: weight.shape[0], columns: weight.shape[1])
-        } else if let (matrix, halfBlocks) = Self.halfBlockForm(weight) {
-            self.init(matrix, rows: weight.shape[0], columns: weight.shape[1], halfBlocks: halfBlocks)
+            self.init(matrix, rows: weight.shape[0], columns: weight.shape[1], arena: arena)
+        } else if let (matrix, halfBlocks) = Self.halfBlockForm(weight, arena: arena) {
+            self.init(matrix, rows: weight.shape[0], columns: weight.shape[1], halfBlocks: halfBlocks, arena: arena)
         } else {
             return nil
         }
     }
 
-    init(_ matrix: CodeMatrix, rows: Int, columns: Int, halfBlocks: HalfBlocks? = nil) {
+    init(_ matrix: CodeMatrix, rows: Int, columns: Int, halfBlocks: HalfBlocks? = nil, arena: WeightArena) {
+        self.arena = arena
         self.halfBlocks = halfBlocks
         self.rows = rows
         self.columns = columns
@@ -134,26 +139,21 @@ public final class Int8PanelWeights: @unchecked Sendable {
         if let centered { codeMatrix = centered }
         hasCenteredBytes = centered != nil
         let panelBytes = nibbles ? paddedColumns * 8 : paddedColumns * 16
-        // Cache-line aligned, so that every 64-byte load of the kernels reads one line.
-        let packed = UnsafeMutableBufferPointer(
-            start: UnsafeMutableRawPointer.allocate(byteCount: panels * panelBytes, alignment: 64).bindMemory(to: UInt8.self, capacity: panels * panelBytes),
-            count: panels * panelBytes)
-        packed.initialize(repeating: 0)
+        // Cache-line aligned (the arena's alignment), so that every 64-byte load of the kernels reads one line.
+        let packed = arena.allocate(UInt8.self, count: panels * panelBytes)
         codeMatrix.withUnsafeBufferPointer { source in
             Self.pack(source.baseAddress!, rows: rows, columns: columns, nibbles: nibbles, panelBytes: panelBytes, into: packed.baseAddress!)
         }
         codes = packed
         if let sharedLUTs {
-            let tables = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: panels * 16)
+            let tables = arena.allocate(UInt8.self, count: panels * 16)
             for panel in 0..<panels { for entry in 0..<16 { tables[panel * 16 + entry] = sharedLUTs[panel * 16][entry] } }
             luts = tables
         } else {
             luts = nil
         }
-        var scales = UnsafeMutableBufferPointer<Float>.allocate(capacity: panels * weightBlocks * 16)
-        var offsets = UnsafeMutableBufferPointer<Float>.allocate(capacity: panels * weightBlocks * 16)
-        scales.initialize(repeating: 0)
-        offsets.initialize(repeating: 0)
+        var scales = [Float](repeating: 0, count: panels * weightBlocks * 16)
+        var offsets = scales
         for row in 0..<rows {
             for block in 0..<weightBlocks {
                 let target = (row / 16) * weightBlocks * 16 + block * 16 + row % 16
@@ -162,31 +162,27 @@ public final class Int8PanelWeights: @unchecked Sendable {
             }
         }
         let zeroPoints = nibbles && sharedLUTs == nil && matrix.exact ? Self.integerZeroPoints(scales: scales, offsets: offsets) : nil
-        self.zeroPoints = zeroPoints
+        self.zeroPoints = zeroPoints.map { arena.copy($0) }
         let weightBlocks = weightBlocks
-        (multipliers, channelScales) = zeroPoints.flatMap { zeroPoints in
+        let integerScaled = zeroPoints.flatMap { zeroPoints in
             matrix.integerScales.flatMap { Self.panelMultipliers($0, zeroPoints: zeroPoints, rows: rows, weightBlocks: weightBlocks) }
-        } ?? (nil, nil)
-        if multipliers != nil || halfBlocks != nil {
+        }
+        multipliers = integerScaled.map { arena.copy($0.multipliers) }
+        channelScales = integerScaled.map { arena.copy($0.channelScales) }
+        if integerScaled != nil || halfBlocks != nil {
             // The integer-scaled and half-block forms read neither block scales nor offsets.
-            scales.deallocate()
-            offsets.deallocate()
-            (scales, offsets) = (.allocate(capacity: 1), .allocate(capacity: 1))
-            scales.initialize(repeating: 0)
-            offsets.initialize(repeating: 0)
+            (scales, offsets) = ([0], [0])
         } else if centered != nil {
             // Centered byte codes have no offset term.
-            offsets.deallocate()
-            offsets = .allocate(capacity: 1)
-            offsets.initialize(repeating: 0)
+            offsets = [0]
         }
-        (self.scales, self.offsets) = (scales, offsets)
+        (self.scales, self.offsets) = (arena.copy(scales), arena.copy(offsets))
     }
 
     /// Integer block scales laid out for the kernels, when every `(q − z) · m + 128` of 4-bit codes
     /// fits a byte (`z · m ≤ 128`, `(15 − z) · m ≤ 127`); else `nil`.
-    static func panelMultipliers(_ integerScales: (multipliers: [UInt8], rowScales: [Float]), zeroPoints: UnsafeMutableBufferPointer<UInt8>,
-                                 rows: Int, weightBlocks: Int) -> (UnsafeMutableBufferPointer<UInt8>, UnsafeMutableBufferPointer<Float>)? {
+    static func panelMultipliers(_ integerScales: (multipliers: [UInt8], rowScales: [Float]), zeroPoints: [UInt8],
+                                 rows: Int, weightBlocks: Int) -> (multipliers: [UInt8], channelScales: [Float])? {
         let panels = (rows + 15) / 16
         var multipliers = [UInt8](repeating: 0, count: panels * weightBlocks * 16)
         var channelScales = [Float](repeating: 0, count: panels * 16)
@@ -199,11 +195,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
                 multipliers[target] = UInt8(m)
             }
         }
-        let multiplierBuffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: multipliers.count)
-        _ = multiplierBuffer.initialize(from: multipliers)
-        let scaleBuffer = UnsafeMutableBufferPointer<Float>.allocate(capacity: channelScales.count)
-        _ = scaleBuffer.initialize(from: channelScales)
-        return (multiplierBuffer, scaleBuffer)
+        return (multipliers, channelScales)
     }
 
     /// Exact byte codes re-biased to the centered form: per row and weight block of `weightBlock`
@@ -237,36 +229,20 @@ public final class Int8PanelWeights: @unchecked Sendable {
 
     /// `offsets[i] / scales[i]` for every group when each is an integer in 0…15 and `scales[i] · z`
     /// reproduces the offset exactly (a zero scale takes `z` = 0); else `nil`.
-    static func integerZeroPoints(scales: UnsafeMutableBufferPointer<Float>, offsets: UnsafeMutableBufferPointer<Float>) -> UnsafeMutableBufferPointer<UInt8>? {
+    static func integerZeroPoints(scales: [Float], offsets: [Float]) -> [UInt8]? {
         var values = [UInt8](repeating: 0, count: scales.count)
         for index in 0..<scales.count where scales[index] != 0 || offsets[index] != 0 {
             let z = (offsets[index] / scales[index]).rounded()
             guard z.isFinite, z >= 0, z <= 15, scales[index] * z == offsets[index] else { return nil }
             values[index] = UInt8(z)
         }
-        let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: values.count)
-        _ = buffer.initialize(from: values)
-        return buffer
+        return values
     }
 
     /// How far a packed weight of output channel `row` may be from the stored weight: 0 when the
     /// codes are exact, else half of the row's grid step.
     public func maximumWeightError(row: Int) -> Float {
         isExact ? 0 : scales[(row / 16) * weightBlocks * 16 + row % 16] / 2
-    }
-
-    deinit {
-        UnsafeMutableRawPointer(codes.baseAddress!).deallocate()
-        luts?.deallocate()
-        scales.deallocate()
-        offsets.deallocate()
-        zeroPoints?.deallocate()
-        multipliers?.deallocate()
-        channelScales?.deallocate()
-        halfBlocks?.multipliers.deallocate()
-        halfBlocks?.superScales.deallocate()
-        halfBlocks?.offsets?.multipliers.deallocate()
-        halfBlocks?.offsets?.superScales.deallocate()
     }
 
     static func pack(_ source: UnsafePointer<UInt8>, rows: Int, columns: Int, nibbles: Bool, panelBytes: Int,
@@ -363,7 +339,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
     /// `w = S · m · c − S_o · k`), that do not fold into bytes: the codes as stored (nibble panels
     /// for codes of at most 4 bits, else bytes), with the multipliers and super-block scales for
     /// `shrink_gemm_u8s8_half_blocks`; exact.
-    static func halfBlockForm(_ weight: EncodedTensor) -> (CodeMatrix, HalfBlocks)? {
+    static func halfBlockForm(_ weight: EncodedTensor, arena: WeightArena) -> (CodeMatrix, HalfBlocks)? {
         let rows = weight.shape[0], columns = weight.shape[1]
         guard case .affine(let affine) = weight.encoding, affine.symmetric ? affine.offsetDType == nil : affine.offsetDType == .u8, affine.bits <= 6,
               case .perBlock(16) = affine.granularity, let superBlock = affine.superBlockSize, superBlock % 32 == 0, columns % superBlock == 0,
@@ -374,11 +350,11 @@ public final class Int8PanelWeights: @unchecked Sendable {
         let halves = columns / 16, supers = columns / superBlock
         var offsets: (multipliers: UnsafeMutableBufferPointer<UInt8>, superScales: UnsafeMutableBufferPointer<Float>)?
         if affine.offsetDType == .u8, let stored = weight.parts["offsets"]?.bytes, let offsetScales = weight.parts["super_offsets"]?.floats() {
-            offsets = (panelLayout(rows: rows, count: halves) { stored[$0 * halves + $1] },
-                       panelLayout(rows: rows, count: supers) { offsetScales[$0 * supers + $1] })
+            offsets = (panelLayout(arena, rows: rows, count: halves) { stored[$0 * halves + $1] },
+                       panelLayout(arena, rows: rows, count: supers) { offsetScales[$0 * supers + $1] })
         }
-        let packedMultipliers = panelLayout(rows: rows, count: halves) { multipliers[$0 * halves + $1]! }
-        let superScales = panelLayout(rows: rows, count: supers) { second[$0 * supers + $1] }
+        let packedMultipliers = panelLayout(arena, rows: rows, count: halves) { multipliers[$0 * halves + $1]! }
+        let superScales = panelLayout(arena, rows: rows, count: supers) { second[$0 * supers + $1] }
         let matrix = CodeMatrix(codes: unpack(weight.parts["codes"]!.bytes, count: rows * columns, bits: affine.bits),
                                 rowScales: [Float](repeating: 0, count: rows), rowOffsets: [Float](repeating: 0, count: rows),
                                 weightBlock: columns, fourBit: affine.bits <= 4, rowLUTs: nil, exact: true)
@@ -388,9 +364,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
 
     /// `count` values per row, `value(row, index)`, laid out per panel of 16 channels:
     /// `(panel · count + index) · 16 + lane`, zero past the last row.
-    static func panelLayout<T: Numeric>(rows: Int, count: Int, _ value: (Int, Int) -> T) -> UnsafeMutableBufferPointer<T> {
-        let buffer = UnsafeMutableBufferPointer<T>.allocate(capacity: (rows + 15) / 16 * count * 16)
-        buffer.initialize(repeating: 0)
+    static func panelLayout<T: Numeric>(_ arena: WeightArena, rows: Int, count: Int, _ value: (Int, Int) -> T) -> UnsafeMutableBufferPointer<T> {
+        let buffer = arena.allocate(T.self, count: (rows + 15) / 16 * count * 16)
         for row in 0..<rows {
             let (panel, lane) = row.quotientAndRemainder(dividingBy: 16)
             for index in 0..<count { buffer[(panel * count + index) * 16 + lane] = value(row, index) }

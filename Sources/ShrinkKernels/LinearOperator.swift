@@ -131,10 +131,10 @@ public enum ActivationPrecision: String, CaseIterable, Sendable {
     case int8
 
     /// The operator for an encoded weight in this precision, running `kernels` (fp32 path) or
-    /// `integerKernels` (int8 path).
+    /// `integerKernels` (int8 path, its repacked weight carved from `arena`).
     public func linear(weight: EncodedTensor, bias: [Float]?, threads: Int, kernels: KernelVariant = .best,
-                       integerKernels: IntegerKernelVariant = .best) -> any LinearOperator {
-        if self == .int8, let panels = Int8PanelWeights(weight: weight) {
+                       integerKernels: IntegerKernelVariant = .best, arena: WeightArena = WeightArena(chunkBytes: 0)) -> any LinearOperator {
+        if self == .int8, let panels = Int8PanelWeights(weight: weight, arena: arena) {
             return Int8ActivationLinear(weights: panels, bias: bias, threads: threads, variant: integerKernels)
         }
         return PackedLinear(weight: weight, bias: bias, threads: threads, variant: kernels)

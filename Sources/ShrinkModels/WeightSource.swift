@@ -65,6 +65,8 @@ public final class WeightSource: @unchecked Sendable {
 
     /// Sees the inputs of every linear layer built from this source (calibration).
     let observer: (any LinearInputObserver)?
+    /// Where the layers built from this source keep their repacked weights (in huge pages).
+    let arena = WeightArena()
 
     /// Serves the tensors of `store`; encoded layers will use `options.threads` threads and compute
     /// in `options.activations` precision; `options.observer`, if any, sees every linear layer's inputs.
@@ -129,7 +131,7 @@ public final class WeightSource: @unchecked Sendable {
         let bias = try denseTensor(name + ".bias") == nil ? nil : try floats(name + ".bias", shape: [out])
         if let weight = encodedTensor(name + ".weight") {
             try checkShape(weight, [out, inputs])
-            return activations.linear(weight: weight, bias: bias, threads: threads, kernels: kernels, integerKernels: integerKernels)
+            return activations.linear(weight: weight, bias: bias, threads: threads, kernels: kernels, integerKernels: integerKernels, arena: arena)
         }
         if let tensor = try denseTensor(name + ".weight"), tensor.dtype == .f16 || tensor.dtype == .bf16 {
             return try halfPrecisionLinear(name + ".weight", tensor, out: out, in: inputs, bias: bias)

@@ -1,16 +1,20 @@
 import CShrinkKernels
 import Dispatch
+import ShrinkCore
 
 /// The machine's read bandwidth as benchmarks measure it next to their kernels.
 public enum MemoryBandwidth {
     /// How the probe reads: 64-byte AVX-512 loads when the CPU has them, else 64-bit loads.
     public static let method = shrink_cpu_has_avx512() != 0 ? "AVX-512 loads, 8 sums" : "64-bit loads, 4 sums"
 
-    /// GB/s summing a 256 MiB buffer (threads over contiguous parts), best of five passes.
+    /// GB/s summing a 256 MiB buffer (threads over contiguous parts), best of five passes. The
+    /// buffer lives where repacked weights do (a `WeightArena`, in huge pages where the kernel
+    /// grants them), so that the kernels' fraction of it compares like with like.
     public static func read(threads: Int) -> Double {
         let count = 256 << 20 / 8
-        let buffer = UnsafeMutablePointer<UInt64>.allocate(capacity: count)
-        defer { buffer.deallocate() }
+        let arena = WeightArena()
+        defer { withExtendedLifetime(arena) {} }
+        let buffer = arena.allocate(UInt64.self, count: count).baseAddress!
         for index in 0..<count { buffer[index] = UInt64(index) }
         let sums = UnsafeMutablePointer<UInt64>.allocate(capacity: threads * 8)
         defer { sums.deallocate() }
