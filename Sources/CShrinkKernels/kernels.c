@@ -151,10 +151,10 @@ AVX512 void shrink_decode_sparse(const uint8_t *mask, const uint8_t *kept, size_
     }
 }
 
-/// e^x for x <= 0 (down to -88; smaller inputs give 0): x = k ln 2 + r, e^r by its Taylor
+/// e^x for x in [-87, 88] (inputs outside are clamped to it): x = k ln 2 + r, e^r by its Taylor
 /// polynomial of degree 6 (relative error about 2e-7 for |r| <= ln 2 / 2).
-AVX512 static inline __m512 exp_nonpositive(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+AVX512 static inline __m512 exp_clamped(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
     __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
     r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
@@ -178,11 +178,29 @@ AVX512 static inline __m512 gelu16(__m512 x) {
     poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(-0.284496736f));
     poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(0.254829592f));
     poly = _mm512_mul_ps(poly, t);
-    __m512 erf_abs = _mm512_fnmadd_ps(poly, exp_nonpositive(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a)), _mm512_set1_ps(1.0f));
+    __m512 erf_abs = _mm512_fnmadd_ps(poly, exp_clamped(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a)), _mm512_set1_ps(1.0f));
     // erf is odd: give the result the sign of z.
     __m512 erf_z = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(erf_abs),
                                                        _mm512_and_si512(_mm512_castps_si512(z), _mm512_set1_epi32((int)0x80000000))));
     return _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.5f)), _mm512_add_ps(erf_z, _mm512_set1_ps(1.0f)));
+}
+
+AVX512 static inline __mmask16 tail_mask(size_t remaining) {
+    return remaining >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remaining) - 1);
+}
+
+/// silu(g) * u = g / (1 + e^-g) * u, e^-g from exp_clamped (for g < -88 the quotient is about
+/// g * e^-88 instead of -0).
+AVX512 static inline __m512 swiglu16(__m512 g, __m512 u) {
+    __m512 denominator = _mm512_add_ps(_mm512_set1_ps(1.0f), exp_clamped(_mm512_sub_ps(_mm512_setzero_ps(), g)));
+    return _mm512_mul_ps(_mm512_div_ps(g, denominator), u);
+}
+
+AVX512 void shrink_swiglu_f32(float *gate, const float *up, size_t n) {
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 mask = tail_mask(n - i);
+        _mm512_mask_storeu_ps(gate + i, mask, swiglu16(_mm512_maskz_loadu_ps(mask, gate + i), _mm512_maskz_loadu_ps(mask, up + i)));
+    }
 }
 
 AVX512 void shrink_gelu_f32(float *x, size_t n) {
@@ -194,46 +212,50 @@ AVX512 void shrink_gelu_f32(float *x, size_t n) {
     }
 }
 
-AVX512 static inline __mmask16 tail_mask(size_t remaining) {
-    return remaining >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remaining) - 1);
-}
 
-/// out for query rows [i, i + R) and head chunks [c0, c0 + CN) (CN <= 2): R × CN context sums in
-/// registers, each value vector loaded once for the R rows.
-AVX512 static inline __attribute__((always_inline)) void attention_context(const float *v, size_t i, int R, int CN, size_t c0, size_t length,
-                                                                          size_t stride, const __mmask16 *masks, const float *scores,
-                                                                          size_t padded, const __m512 *inverse, float *out) {
+/// The contexts of query vectors [0, R) for head chunks [c0, c0 + CN) (CN <= 2): R × CN context sums
+/// in registers, each value vector loaded once for the R vectors (scores past a vector's length are 0).
+AVX512 static inline __attribute__((always_inline)) void attention_context(const float *v, size_t v_stride, float *const *outputs, int R,
+                                                                          int CN, size_t c0, size_t length, const __mmask16 *masks,
+                                                                          const float *scores, size_t padded, const __m512 *inverse) {
     __m512 context[4][2];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < CN; c++) context[r][c] = _mm512_setzero_ps();
     for (size_t j = 0; j < length; j++) {
         for (int c = 0; c < CN; c++) {
-            __m512 value = _mm512_maskz_loadu_ps(masks[c0 + c], v + j * stride + (c0 + c) * 16);
+            __m512 value = _mm512_maskz_loadu_ps(masks[c0 + c], v + j * v_stride + (c0 + c) * 16);
             for (int r = 0; r < R; r++) context[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(scores[r * padded + j]), value, context[r][c]);
         }
     }
     for (int r = 0; r < R; r++)
         for (int c = 0; c < CN; c++)
-            _mm512_mask_storeu_ps(out + (i + r) * stride + (c0 + c) * 16, masks[c0 + c], _mm512_mul_ps(context[r][c], inverse[r]));
+            _mm512_mask_storeu_ps(outputs[r] + (c0 + c) * 16, masks[c0 + c], _mm512_mul_ps(context[r][c], inverse[r]));
 }
 
-/// Query rows [i, i + R) of one head: each key and value vector loaded once serves the R rows, whose
-/// dependency chains (R × 4 partial scores, R × chunks context sums) run side by side. Per row the
-/// arithmetic is that of one row alone.
-AVX512 static inline __attribute__((always_inline)) void attention_rows(const float *q, const float *v, size_t i, int R, size_t length,
-                                                                       size_t head_size, size_t stride, float scale, const float *keys,
-                                                                       size_t padded, const __mmask16 *masks, float *scores, float *out) {
+/// Lanes j, …, j + 15 of a vector that sees `length` keys.
+AVX512 static inline __mmask16 key_mask(size_t length, size_t j) { return j < length ? tail_mask(length - j) : 0; }
+
+/// Query vectors [0, R) of one head (or of the heads sharing one key/value head), vector r at
+/// queries[r] seeing keys [0, lengths[r]) and written to outputs[r]: each key and value vector
+/// loaded once serves the R vectors, whose dependency chains (R × 4 partial scores, R × chunks
+/// context sums) run side by side. Per vector the arithmetic is that of one vector alone.
+AVX512 static inline __attribute__((always_inline)) void attention_rows(const float *const *queries, float *const *outputs,
+                                                                       const size_t *lengths, int R, const float *v, size_t v_stride,
+                                                                       size_t head_size, float scale, const float *keys, size_t padded,
+                                                                       const __mmask16 *masks, float *scores) {
     const size_t chunks = (head_size + 15) / 16;
+    size_t length = 0;
+    for (int r = 0; r < R; r++) length = lengths[r] > length ? lengths[r] : length;
+    const size_t scored = (length + 15) & ~(size_t)15;
     float query[4][128];
     for (int r = 0; r < R; r++) {
         for (size_t c = 0; c < chunks; c++) {
-            _mm512_storeu_ps(query[r] + c * 16,
-                             _mm512_mul_ps(_mm512_maskz_loadu_ps(masks[c], q + (i + r) * stride + c * 16), _mm512_set1_ps(scale)));
+            _mm512_storeu_ps(query[r] + c * 16, _mm512_mul_ps(_mm512_maskz_loadu_ps(masks[c], queries[r] + c * 16), _mm512_set1_ps(scale)));
         }
     }
     __m512 largest[4];
     for (int r = 0; r < R; r++) largest[r] = _mm512_set1_ps(-INFINITY);
-    for (size_t j = 0; j < padded; j += 16) {
+    for (size_t j = 0; j < scored; j += 16) {
         // Four partial sums per row, so that the FMAs do not wait on one another.
         __m512 sum[4][4];
         for (int r = 0; r < R; r++)
@@ -252,7 +274,7 @@ AVX512 static inline __attribute__((always_inline)) void attention_rows(const fl
         for (int r = 0; r < R; r++) {
             __m512 total = _mm512_add_ps(_mm512_add_ps(sum[r][0], sum[r][1]), _mm512_add_ps(sum[r][2], sum[r][3]));
             _mm512_storeu_ps(scores + r * padded + j, total);
-            largest[r] = _mm512_mask_max_ps(largest[r], tail_mask(length - j), largest[r], total);
+            largest[r] = _mm512_mask_max_ps(largest[r], key_mask(lengths[r], j), largest[r], total);
         }
     }
     __m512 inverse[4];
@@ -260,8 +282,8 @@ AVX512 static inline __attribute__((always_inline)) void attention_rows(const fl
         __m512 maximum = _mm512_set1_ps(_mm512_reduce_max_ps(largest[r]));
         __m512 total = _mm512_setzero_ps();
         for (size_t j = 0; j < length; j += 16) {
-            __mmask16 mask = tail_mask(length - j);
-            __m512 e = _mm512_maskz_mov_ps(mask, exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(scores + r * padded + j), maximum)));
+            __mmask16 mask = key_mask(lengths[r], j);
+            __m512 e = _mm512_maskz_mov_ps(mask, exp_clamped(_mm512_sub_ps(_mm512_loadu_ps(scores + r * padded + j), maximum)));
             _mm512_storeu_ps(scores + r * padded + j, e);
             total = _mm512_add_ps(total, e);
         }
@@ -269,29 +291,70 @@ AVX512 static inline __attribute__((always_inline)) void attention_rows(const fl
     }
     for (size_t c0 = 0; c0 < chunks; c0 += 2) {
         if (chunks - c0 >= 2) {
-            attention_context(v, i, R, 2, c0, length, stride, masks, scores, padded, inverse, out);
+            attention_context(v, v_stride, outputs, R, 2, c0, length, masks, scores, padded, inverse);
         } else {
-            attention_context(v, i, R, 1, c0, length, stride, masks, scores, padded, inverse, out);
+            attention_context(v, v_stride, outputs, R, 1, c0, length, masks, scores, padded, inverse);
         }
     }
 }
 
-AVX512 void shrink_attention_head_f32(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
-                                      float scale, float *scratch, float *out) {
-    const size_t chunks = (head_size + 15) / 16;
-    const size_t padded = (length + 15) & ~(size_t)15;
-    float *scores = scratch, *keys = scratch + 4 * padded;
-    shrink_transpose_keys(k, length, head_size, stride, padded, keys);
+/// attention_rows for `count` query vectors in blocks of 4 (the last of 1–3): vector t at
+/// queries[t], seeing lengths[t] keys, written to outputs[t].
+AVX512 static void attention_vectors(const float *const *queries, float *const *outputs, const size_t *lengths, size_t count,
+                                     const float *v, size_t v_stride, size_t head_size, float scale, const float *keys, size_t padded,
+                                     float *scores) {
     __mmask16 masks[8];
-    for (size_t c = 0; c < chunks; c++) masks[c] = tail_mask(head_size - c * 16);
-    size_t i = 0;
-    for (; i + 4 <= length; i += 4) attention_rows(q, v, i, 4, length, head_size, stride, scale, keys, padded, masks, scores, out);
-    switch (length - i) {
-    case 3: attention_rows(q, v, i, 3, length, head_size, stride, scale, keys, padded, masks, scores, out); break;
-    case 2: attention_rows(q, v, i, 2, length, head_size, stride, scale, keys, padded, masks, scores, out); break;
-    case 1: attention_rows(q, v, i, 1, length, head_size, stride, scale, keys, padded, masks, scores, out); break;
+    for (size_t c = 0; c < (head_size + 15) / 16; c++) masks[c] = tail_mask(head_size - c * 16);
+    size_t t = 0;
+    for (; t + 4 <= count; t += 4) attention_rows(queries + t, outputs + t, lengths + t, 4, v, v_stride, head_size, scale, keys, padded, masks, scores);
+    switch (count - t) {
+    case 3: attention_rows(queries + t, outputs + t, lengths + t, 3, v, v_stride, head_size, scale, keys, padded, masks, scores); break;
+    case 2: attention_rows(queries + t, outputs + t, lengths + t, 2, v, v_stride, head_size, scale, keys, padded, masks, scores); break;
+    case 1: attention_rows(queries + t, outputs + t, lengths + t, 1, v, v_stride, head_size, scale, keys, padded, masks, scores); break;
     default: break;
     }
+}
+
+/// The most query vectors one call of attention_vectors takes.
+#define ATTENTION_VECTORS 64
+
+/// Rows [row_begin, row_end) of `group` heads sharing keys and values: the query of row r and
+/// head g at q + r * q_stride + g * head_size (its context at the same offset from out), seeing
+/// start + r + 1 keys when `causal`, else all `visible`; the keys of positions [0, visible)
+/// transposed once.
+AVX512 static void attention_over_keys(const float *q, size_t q_stride, const float *k, const float *v, size_t kv_stride, size_t head_size,
+                                       size_t group, int causal, size_t start, size_t visible, size_t row_begin, size_t row_end, float scale,
+                                       float *scratch, float *out) {
+    const size_t padded = (visible + 15) & ~(size_t)15;
+    float *scores = scratch, *keys = scratch + 4 * padded;
+    shrink_transpose_keys(k, visible, head_size, kv_stride, padded, keys);
+    const float *queries[ATTENTION_VECTORS];
+    float *outputs[ATTENTION_VECTORS];
+    size_t lengths[ATTENTION_VECTORS];
+    size_t count = 0;
+    for (size_t row = row_begin; row < row_end; row++) {
+        for (size_t g = 0; g < group; g++) {
+            queries[count] = q + row * q_stride + g * head_size;
+            outputs[count] = out + row * q_stride + g * head_size;
+            lengths[count] = causal ? start + row + 1 : visible;
+            if (++count == ATTENTION_VECTORS) {
+                attention_vectors(queries, outputs, lengths, count, v, kv_stride, head_size, scale, keys, padded, scores);
+                count = 0;
+            }
+        }
+    }
+    attention_vectors(queries, outputs, lengths, count, v, kv_stride, head_size, scale, keys, padded, scores);
+}
+
+AVX512 void shrink_attention_head_f32(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
+                                      float scale, float *scratch, float *out) {
+    attention_over_keys(q, stride, k, v, stride, head_size, 1, 0, 0, length, 0, length, scale, scratch, out);
+}
+
+AVX512 void shrink_causal_attention_f32(const float *q, size_t q_stride, const float *k, const float *v, size_t kv_stride,
+                                        size_t head_size, size_t group, size_t start, size_t row_begin, size_t row_end, float scale,
+                                        float *scratch, float *out) {
+    attention_over_keys(q, q_stride, k, v, kv_stride, head_size, group, 1, start, start + row_end, row_begin, row_end, scale, scratch, out);
 }
 
 AVX512 void shrink_gemm_nt_f32(const float *w, size_t rows_w, const float *x, size_t rows_x, size_t n, float *out, size_t ldo) {
@@ -408,6 +471,7 @@ void shrink_decode_lut_u8(const uint8_t *i, size_t n, const float *l, float *out
 void shrink_decode_lut_u4(const uint8_t *i, size_t n, const float *l, float *out) { (void)i; (void)n; (void)l; (void)out; }
 float shrink_dot_f32(const float *a, const float *b, size_t n) { (void)a; (void)b; (void)n; return 0; }
 void shrink_gelu_f32(float *x, size_t n) { (void)x; (void)n; }
+void shrink_swiglu_f32(float *gate, const float *up, size_t n) { (void)gate; (void)up; (void)n; }
 void shrink_decode_half(const uint16_t *v, size_t n, int bf16, float *out) { (void)v; (void)n; (void)bf16; (void)out; }
 float shrink_dot_half(const uint16_t *v, const float *x, size_t n, int bf16) { (void)v; (void)x; (void)n; (void)bf16; return 0; }
 void shrink_add_layer_norm_f32(float *x, const float *r, size_t rows, size_t n, const float *g, const float *b, float e) {
@@ -426,6 +490,11 @@ void shrink_gemm_nt_f32(const float *w, size_t rw, const float *x, size_t rx, si
 void shrink_attention_head_f32(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
                                float scale, float *scratch, float *out) {
     (void)q; (void)k; (void)v; (void)length; (void)head_size; (void)stride; (void)scale; (void)scratch; (void)out;
+}
+void shrink_causal_attention_f32(const float *q, size_t q_stride, const float *k, const float *v, size_t kv_stride, size_t head_size,
+                                 size_t group, size_t start, size_t row_begin, size_t row_end, float scale, float *scratch, float *out) {
+    (void)q; (void)q_stride; (void)k; (void)v; (void)kv_stride; (void)head_size; (void)group; (void)start; (void)row_begin; (void)row_end;
+    (void)scale; (void)scratch; (void)out;
 }
 void shrink_decode_sparse(const uint8_t *m, const uint8_t *k, size_t n, const float *l, size_t ls, const float *s, const float *o,
                           size_t b, float *out) {

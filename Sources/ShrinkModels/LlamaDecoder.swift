@@ -15,6 +15,8 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
     /// The tokenizer of a GGUF file (nil for Hugging Face weights, whose tokenizer Shrink does not read).
     public let tokenizer: BPETokenizer?
     public let threads: Int
+    /// The float kernels (attention).
+    let kernels: KernelVariant
 
     struct Layer {
         let attentionNorm: RMSNormWeights
@@ -81,6 +83,7 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
         self.architecture = architecture
         self.tokenizer = tokenizer
         threads = source.threads
+        kernels = source.kernels
     }
 
     /// Bytes a decoded token reads from its weights: every linear layer's packed weight (the
@@ -94,7 +97,7 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
 
     /// A key/value cache of `capacity` positions and buffers for batches of up to `batch` tokens.
     public func makeState(capacity: Int, batch: Int = 512) -> DecoderState {
-        DecoderState(config: config, capacity: capacity, batch: max(1, min(batch, capacity)), threads: threads)
+        DecoderState(config: config, capacity: capacity, batch: max(1, min(batch, capacity)), threads: threads, kernels: kernels)
     }
 
     /// Runs `tokens` at the state's next positions (in batches of at most `state.batch`) and
@@ -162,7 +165,8 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
             state.gate.withUnsafeMutableBufferPointer { gate in
                 state.up.withUnsafeBufferPointer { up in
                     // Split over the threads for prompts (a decoded token's row is too little work to hand off).
-                    WorkerPool.shared.run(rows >= 8 ? threads : 1, SwiGLUJob(gate: gate.baseAddress!, up: up.baseAddress!, count: rows * c.intermediateSize))
+                    WorkerPool.shared.run(rows >= 8 ? threads : 1, SwiGLUJob(gate: gate.baseAddress!, up: up.baseAddress!, count: rows * c.intermediateSize,
+                                                                               kernel: kernels))
                 }
             }
             layer.down.forward(state.gate, rows: rows, into: &state.projected)
@@ -238,12 +242,15 @@ public final class DecoderState {
     /// Rows of the last batch.
     var rows = 0
     let threads: Int
+    /// The attention kernels.
+    let kernels: KernelVariant
     let keyStride: Int
     var keys: [[Float]]
     var values: [[Float]]
     var x, normalized, query, key, value, context, projected, gate, up, logits, angles, scratch: [Float]
 
-    init(config c: LlamaConfig, capacity: Int, batch: Int, threads: Int) {
+    init(config c: LlamaConfig, capacity: Int, batch: Int, threads: Int, kernels: KernelVariant) {
+        self.kernels = kernels
         self.capacity = capacity
         self.batch = batch
         self.threads = threads
@@ -262,7 +269,7 @@ public final class DecoderState {
         up = gate
         logits = [Float](repeating: 0, count: Self.logitRows * c.vocabularySize)
         angles = [Float](repeating: 0, count: batch * c.headDimension)
-        scratch = [Float](repeating: 0, count: max(1, threads) * CausalAttention.scratch(positions: capacity))
+        scratch = [Float](repeating: 0, count: max(1, threads) * CausalAttention.scratch(positions: capacity, headSize: c.headDimension))
     }
 
     /// Empties the cache.
@@ -289,7 +296,8 @@ public final class DecoderState {
                         context.withUnsafeMutableBufferPointer { out in
                             CausalAttention.run(query: q.baseAddress!, rows: rows, start: start, heads: heads, keyValueHeads: keyValueHeads,
                                                 headSize: headSize, keys: k.baseAddress!, values: v.baseAddress!,
-                                                scale: 1 / Float(headSize).squareRoot(), threads: threads, scratch: s.baseAddress!,
+                                                scale: 1 / Float(headSize).squareRoot(), threads: threads, kernels: kernels,
+                                                scratch: s.baseAddress!,
                                                 context: out.baseAddress!)
                         }
                     }

@@ -26,14 +26,17 @@ import ShrinkTestSupport
         #expect(actual.prefix(width).allSatisfy { $0 == 0 })
     }
 
-    @Test func swiGLUMatchesTheDoubleReference() {
+    /// Every variant against a `Double` reference, on lengths that do and do not fill vectors and
+    /// on inputs far past the exp's clamp (±120).
+    @Test(arguments: KernelVariant.available, [1000, 13, 16])
+    func swiGLUMatchesTheDoubleReference(kernels: KernelVariant, count: Int) {
         var generator = SeededGenerator(seed: 9)
-        let gate = generator.floats(1000, in: -30...30), up = generator.floats(1000)
+        let gate = generator.floats(count, in: -30...30) + [120, -120, 0], up = generator.floats(count + 3)
         var actual = gate
-        actual.withUnsafeMutableBufferPointer { KernelVariant.swiGLU(gate: $0.baseAddress!, up: up, 1000) }
-        for i in 0..<1000 {
+        actual.withUnsafeMutableBufferPointer { kernels.swiGLU(gate: $0.baseAddress!, up: up, gate.count) }
+        for i in gate.indices {
             let x = Double(gate[i]), expected = x / (1 + exp(-x)) * Double(up[i])
-            #expect(abs(Double(actual[i]) - expected) <= 1e-6 * max(1, abs(expected)), "element \(i): \(actual[i]) vs \(expected)")
+            #expect(abs(Double(actual[i]) - expected) <= 1e-6 * max(1, abs(expected)), "\(kernels) element \(i): \(actual[i]) vs \(expected)")
         }
     }
 
@@ -73,17 +76,23 @@ import ShrinkTestSupport
         for i in 0..<4 { #expect(abs(Double(values[i]) - first[i] / total) <= 1e-7) }
         #expect(values[7] == 0 && values[8] == 0.25)
     }
-    /// Causal grouped-query attention against a `Double` reference: head sizes that are and are not
-    /// multiples of 16, one and several heads per key/value head, a batch starting at position 0
-    /// and one continuing a cache, 1 and 2 threads.
-    @Test(arguments: [(64, 9, 3, 0, 5), (24, 4, 4, 7, 3), (17, 6, 2, 30, 1), (64, 2, 1, 0, 40)], [1, 2])
+    /// Causal grouped-query attention, every kernel variant, against a `Double` reference: head
+    /// sizes that are and are not multiples of 16 (up to the 128 the kernels take), one and several
+    /// heads per key/value head, batches starting at position 0 and continuing a cache, one row
+    /// (decode) and more rows than a unit's block (several units per key/value head), 1–3 threads.
+    @Test(arguments: [(64, 9, 3, 0, 5), (24, 4, 4, 7, 3), (17, 6, 2, 30, 1), (64, 2, 1, 0, 40), (128, 6, 2, 3, 37), (64, 9, 3, 100, 1),
+                      (33, 3, 1, 0, 17)], [1, 2, 3])
     func causalAttentionMatchesTheDoubleReference(shape: (headSize: Int, heads: Int, keyValueHeads: Int, start: Int, rows: Int), threads: Int) {
+        for kernels in KernelVariant.available { causalAttention(shape: shape, threads: threads, kernels: kernels) }
+    }
+
+    func causalAttention(shape: (headSize: Int, heads: Int, keyValueHeads: Int, start: Int, rows: Int), threads: Int, kernels: KernelVariant) {
         let (headSize, heads, kvHeads, start, rows) = shape
         var generator = SeededGenerator(seed: UInt64(headSize * 31 + start))
         let positions = start + rows, stride = kvHeads * headSize
         let query = generator.floats(rows * heads * headSize, in: -2...2)
         let keys = generator.floats(positions * stride, in: -2...2), values = generator.floats(positions * stride, in: -1...1)
-        var scratch = [Float](repeating: .nan, count: threads * CausalAttention.scratch(positions: positions))
+        var scratch = [Float](repeating: .nan, count: threads * CausalAttention.scratch(positions: positions, headSize: headSize))
         var context = [Float](repeating: .nan, count: rows * heads * headSize)
         let scale = 1 / Float(headSize).squareRoot()
         query.withUnsafeBufferPointer { q in
@@ -93,7 +102,7 @@ import ShrinkTestSupport
                         context.withUnsafeMutableBufferPointer { c in
                             CausalAttention.run(query: q.baseAddress!, rows: rows, start: start, heads: heads, keyValueHeads: kvHeads, headSize: headSize,
                                                 keys: k.baseAddress!, values: v.baseAddress!, scale: scale, threads: threads,
-                                                scratch: s.baseAddress!, context: c.baseAddress!)
+                                                kernels: kernels, scratch: s.baseAddress!, context: c.baseAddress!)
                         }
                     }
                 }
@@ -109,7 +118,7 @@ import ShrinkTestSupport
                 for d in 0..<headSize {
                     let expected = (0..<length).reduce(0.0) { $0 + weights[$1] / total * Double(values[$1 * stride + kv + d]) }
                     let actual = Double(context[(row * heads + head) * headSize + d])
-                    #expect(abs(actual - expected) <= 1e-5, "row \(row) head \(head) dimension \(d)")
+                    #expect(abs(actual - expected) <= 1e-5, "\(kernels): row \(row) head \(head) dimension \(d)")
                 }
             }
         }

@@ -64,9 +64,24 @@ void shrink_decode_sparse(const uint8_t *mask, const uint8_t *kept, size_t n, co
 void shrink_attention_head_f32(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
                                float scale, float *scratch, float *out);
 
+/// Causal attention of the `group` query heads that share one key/value head, over a cache:
+/// query row r of rows [row_begin, row_end) sits at position start + r and sees cache positions
+/// 0…start + r, with the arithmetic of shrink_attention_head_f32 (scores of (scale * q) . k_j,
+/// softmax with its maximum subtracted, context divided by the sum). The query of row r and head
+/// g of the group starts at q + r * q_stride + g * head_size, its context at the same offset from
+/// out; keys and values of position j start at k + j * kv_stride and v + j * kv_stride.
+/// head_size <= 128; `scratch` holds (head_size + 4) * padded floats, padded = start + row_end
+/// rounded up to 16 (the keys of positions 0…start + row_end - 1 transposed once for the call).
+void shrink_causal_attention_f32(const float *q, size_t q_stride, const float *k, const float *v, size_t kv_stride, size_t head_size,
+                                 size_t group, size_t start, size_t row_begin, size_t row_end, float scale, float *scratch, float *out);
+
 /// In place GELU, x * (1 + erf(x / sqrt 2)) / 2, with erf from Abramowitz & Stegun 7.1.26
 /// (|error| <= 1.5e-7) and exp from a degree-6 polynomial after range reduction by ln 2.
 void shrink_gelu_f32(float *x, size_t n);
+
+/// In place SwiGLU, gate[i] = gate[i] / (1 + e^-gate[i]) * up[i], with the exp of the attention
+/// kernels (a degree-6 polynomial after range reduction by ln 2, arguments clamped to [-87, 88]).
+void shrink_swiglu_f32(float *gate, const float *up, size_t n);
 
 /// Per row of n floats: x = x + residual (residual may be NULL), then x = (x - mean) / sqrt(var +
 /// epsilon) * gamma + beta, with the mean and variance summed in 16 float lanes.
