@@ -217,14 +217,14 @@ AVX512 void shrink_gelu_f32(float *x, size_t n) {
 /// in registers, each value vector loaded once for the R vectors (scores past a vector's length are 0).
 AVX512 static inline __attribute__((always_inline)) void attention_context(const float *v, size_t v_stride, float *const *outputs, int R,
                                                                           int CN, size_t c0, size_t length, const __mmask16 *masks,
-                                                                          const float *scores, size_t padded, const __m512 *inverse) {
+                                                                          const float *scores, size_t score_stride, const __m512 *inverse) {
     __m512 context[4][2];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < CN; c++) context[r][c] = _mm512_setzero_ps();
     for (size_t j = 0; j < length; j++) {
         for (int c = 0; c < CN; c++) {
             __m512 value = _mm512_maskz_loadu_ps(masks[c0 + c], v + j * v_stride + (c0 + c) * 16);
-            for (int r = 0; r < R; r++) context[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(scores[r * padded + j]), value, context[r][c]);
+            for (int r = 0; r < R; r++) context[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(scores[r * score_stride + j]), value, context[r][c]);
         }
     }
     for (int r = 0; r < R; r++)
@@ -238,11 +238,13 @@ AVX512 static inline __mmask16 key_mask(size_t length, size_t j) { return j < le
 /// Query vectors [0, R) of one head (or of the heads sharing one key/value head), vector r at
 /// queries[r] seeing keys [0, lengths[r]) and written to outputs[r]: each key and value vector
 /// loaded once serves the R vectors, whose dependency chains (R × 4 partial scores, R × chunks
-/// context sums) run side by side. Per vector the arithmetic is that of one vector alone.
+/// context sums) run side by side. Per vector the arithmetic is that of one vector alone. Keys are
+/// transposed, keys[d * key_stride + j] (readable up to the lengths rounded up to 16); the scores
+/// of vector r go to scores + r * score_stride.
 AVX512 static inline __attribute__((always_inline)) void attention_rows(const float *const *queries, float *const *outputs,
                                                                        const size_t *lengths, int R, const float *v, size_t v_stride,
-                                                                       size_t head_size, float scale, const float *keys, size_t padded,
-                                                                       const __mmask16 *masks, float *scores) {
+                                                                       size_t head_size, float scale, const float *keys, size_t key_stride,
+                                                                       size_t score_stride, const __mmask16 *masks, float *scores) {
     const size_t chunks = (head_size + 15) / 16;
     size_t length = 0;
     for (int r = 0; r < R; r++) length = lengths[r] > length ? lengths[r] : length;
@@ -263,17 +265,17 @@ AVX512 static inline __attribute__((always_inline)) void attention_rows(const fl
         size_t d = 0;
         for (; d + 4 <= head_size; d += 4) {
             for (int u = 0; u < 4; u++) {
-                __m512 key = _mm512_loadu_ps(keys + (d + u) * padded + j);
+                __m512 key = _mm512_loadu_ps(keys + (d + u) * key_stride + j);
                 for (int r = 0; r < R; r++) sum[r][u] = _mm512_fmadd_ps(_mm512_set1_ps(query[r][d + u]), key, sum[r][u]);
             }
         }
         for (; d < head_size; d++) {
-            __m512 key = _mm512_loadu_ps(keys + d * padded + j);
+            __m512 key = _mm512_loadu_ps(keys + d * key_stride + j);
             for (int r = 0; r < R; r++) sum[r][0] = _mm512_fmadd_ps(_mm512_set1_ps(query[r][d]), key, sum[r][0]);
         }
         for (int r = 0; r < R; r++) {
             __m512 total = _mm512_add_ps(_mm512_add_ps(sum[r][0], sum[r][1]), _mm512_add_ps(sum[r][2], sum[r][3]));
-            _mm512_storeu_ps(scores + r * padded + j, total);
+            _mm512_storeu_ps(scores + r * score_stride + j, total);
             largest[r] = _mm512_mask_max_ps(largest[r], key_mask(lengths[r], j), largest[r], total);
         }
     }
@@ -283,17 +285,17 @@ AVX512 static inline __attribute__((always_inline)) void attention_rows(const fl
         __m512 total = _mm512_setzero_ps();
         for (size_t j = 0; j < length; j += 16) {
             __mmask16 mask = key_mask(lengths[r], j);
-            __m512 e = _mm512_maskz_mov_ps(mask, exp_clamped(_mm512_sub_ps(_mm512_loadu_ps(scores + r * padded + j), maximum)));
-            _mm512_storeu_ps(scores + r * padded + j, e);
+            __m512 e = _mm512_maskz_mov_ps(mask, exp_clamped(_mm512_sub_ps(_mm512_loadu_ps(scores + r * score_stride + j), maximum)));
+            _mm512_storeu_ps(scores + r * score_stride + j, e);
             total = _mm512_add_ps(total, e);
         }
         inverse[r] = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(total));
     }
     for (size_t c0 = 0; c0 < chunks; c0 += 2) {
         if (chunks - c0 >= 2) {
-            attention_context(v, v_stride, outputs, R, 2, c0, length, masks, scores, padded, inverse);
+            attention_context(v, v_stride, outputs, R, 2, c0, length, masks, scores, score_stride, inverse);
         } else {
-            attention_context(v, v_stride, outputs, R, 1, c0, length, masks, scores, padded, inverse);
+            attention_context(v, v_stride, outputs, R, 1, c0, length, masks, scores, score_stride, inverse);
         }
     }
 }
@@ -301,18 +303,21 @@ AVX512 static inline __attribute__((always_inline)) void attention_rows(const fl
 /// attention_rows for `count` query vectors in blocks of 4 (the last of 1–3): vector t at
 /// queries[t], seeing lengths[t] keys, written to outputs[t].
 AVX512 static void attention_vectors(const float *const *queries, float *const *outputs, const size_t *lengths, size_t count,
-                                     const float *v, size_t v_stride, size_t head_size, float scale, const float *keys, size_t padded,
-                                     float *scores) {
+                                     const float *v, size_t v_stride, size_t head_size, float scale, const float *keys, size_t key_stride,
+                                     size_t score_stride, float *scores) {
     __mmask16 masks[8];
     for (size_t c = 0; c < (head_size + 15) / 16; c++) masks[c] = tail_mask(head_size - c * 16);
     size_t t = 0;
-    for (; t + 4 <= count; t += 4) attention_rows(queries + t, outputs + t, lengths + t, 4, v, v_stride, head_size, scale, keys, padded, masks, scores);
+#define ATTENTION_ROWS(R) \
+    attention_rows(queries + t, outputs + t, lengths + t, R, v, v_stride, head_size, scale, keys, key_stride, score_stride, masks, scores)
+    for (; t + 4 <= count; t += 4) ATTENTION_ROWS(4);
     switch (count - t) {
-    case 3: attention_rows(queries + t, outputs + t, lengths + t, 3, v, v_stride, head_size, scale, keys, padded, masks, scores); break;
-    case 2: attention_rows(queries + t, outputs + t, lengths + t, 2, v, v_stride, head_size, scale, keys, padded, masks, scores); break;
-    case 1: attention_rows(queries + t, outputs + t, lengths + t, 1, v, v_stride, head_size, scale, keys, padded, masks, scores); break;
+    case 3: ATTENTION_ROWS(3); break;
+    case 2: ATTENTION_ROWS(2); break;
+    case 1: ATTENTION_ROWS(1); break;
     default: break;
     }
+#undef ATTENTION_ROWS
 }
 
 /// The most query vectors one call of attention_vectors takes.
@@ -320,14 +325,12 @@ AVX512 static void attention_vectors(const float *const *queries, float *const *
 
 /// Rows [row_begin, row_end) of `group` heads sharing keys and values: the query of row r and
 /// head g at q + r * q_stride + g * head_size (its context at the same offset from out), seeing
-/// start + r + 1 keys when `causal`, else all `visible`; the keys of positions [0, visible)
-/// transposed once.
-AVX512 static void attention_over_keys(const float *q, size_t q_stride, const float *k, const float *v, size_t kv_stride, size_t head_size,
-                                       size_t group, int causal, size_t start, size_t visible, size_t row_begin, size_t row_end, float scale,
-                                       float *scratch, float *out) {
-    const size_t padded = (visible + 15) & ~(size_t)15;
-    float *scores = scratch, *keys = scratch + 4 * padded;
-    shrink_transpose_keys(k, visible, head_size, kv_stride, padded, keys);
+/// start + r + 1 keys when `causal`, else all `visible`; keys transposed (see attention_rows), the
+/// scores of 4 vectors in `scores` (4 × visible rounded up to 16 floats).
+AVX512 static void attention_over_keys(const float *q, size_t q_stride, const float *keys, size_t key_stride, const float *v, size_t v_stride,
+                                       size_t head_size, size_t group, int causal, size_t start, size_t visible, size_t row_begin,
+                                       size_t row_end, float scale, float *scores, float *out) {
+    const size_t score_stride = (visible + 15) & ~(size_t)15;
     const float *queries[ATTENTION_VECTORS];
     float *outputs[ATTENTION_VECTORS];
     size_t lengths[ATTENTION_VECTORS];
@@ -338,23 +341,27 @@ AVX512 static void attention_over_keys(const float *q, size_t q_stride, const fl
             outputs[count] = out + row * q_stride + g * head_size;
             lengths[count] = causal ? start + row + 1 : visible;
             if (++count == ATTENTION_VECTORS) {
-                attention_vectors(queries, outputs, lengths, count, v, kv_stride, head_size, scale, keys, padded, scores);
+                attention_vectors(queries, outputs, lengths, count, v, v_stride, head_size, scale, keys, key_stride, score_stride, scores);
                 count = 0;
             }
         }
     }
-    attention_vectors(queries, outputs, lengths, count, v, kv_stride, head_size, scale, keys, padded, scores);
+    attention_vectors(queries, outputs, lengths, count, v, v_stride, head_size, scale, keys, key_stride, score_stride, scores);
 }
 
 AVX512 void shrink_attention_head_f32(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
                                       float scale, float *scratch, float *out) {
-    attention_over_keys(q, stride, k, v, stride, head_size, 1, 0, 0, length, 0, length, scale, scratch, out);
+    const size_t padded = (length + 15) & ~(size_t)15;
+    float *keys = scratch + 4 * padded;
+    shrink_transpose_keys(k, length, head_size, stride, padded, keys);
+    attention_over_keys(q, stride, keys, padded, v, stride, head_size, 1, 0, 0, length, 0, length, scale, scratch, out);
 }
 
-AVX512 void shrink_causal_attention_f32(const float *q, size_t q_stride, const float *k, const float *v, size_t kv_stride,
-                                        size_t head_size, size_t group, size_t start, size_t row_begin, size_t row_end, float scale,
-                                        float *scratch, float *out) {
-    attention_over_keys(q, q_stride, k, v, kv_stride, head_size, group, 1, start, start + row_end, row_begin, row_end, scale, scratch, out);
+AVX512 void shrink_causal_attention_f32(const float *q, size_t q_stride, const float *keys, size_t key_stride, const float *v,
+                                        size_t v_stride, size_t head_size, size_t group, size_t start, size_t row_begin, size_t row_end,
+                                        float scale, float *scratch, float *out) {
+    attention_over_keys(q, q_stride, keys, key_stride, v, v_stride, head_size, group, 1, start, start + row_end, row_begin, row_end, scale,
+                        scratch, out);
 }
 
 AVX512 void shrink_gemm_nt_f32(const float *w, size_t rows_w, const float *x, size_t rows_x, size_t n, float *out, size_t ldo) {
@@ -491,10 +498,11 @@ void shrink_attention_head_f32(const float *q, const float *k, const float *v, s
                                float scale, float *scratch, float *out) {
     (void)q; (void)k; (void)v; (void)length; (void)head_size; (void)stride; (void)scale; (void)scratch; (void)out;
 }
-void shrink_causal_attention_f32(const float *q, size_t q_stride, const float *k, const float *v, size_t kv_stride, size_t head_size,
-                                 size_t group, size_t start, size_t row_begin, size_t row_end, float scale, float *scratch, float *out) {
-    (void)q; (void)q_stride; (void)k; (void)v; (void)kv_stride; (void)head_size; (void)group; (void)start; (void)row_begin; (void)row_end;
-    (void)scale; (void)scratch; (void)out;
+void shrink_causal_attention_f32(const float *q, size_t q_stride, const float *keys, size_t key_stride, const float *v, size_t v_stride,
+                                 size_t head_size, size_t group, size_t start, size_t row_begin, size_t row_end, float scale, float *scratch,
+                                 float *out) {
+    (void)q; (void)q_stride; (void)keys; (void)key_stride; (void)v; (void)v_stride; (void)head_size; (void)group; (void)start;
+    (void)row_begin; (void)row_end; (void)scale; (void)scratch; (void)out;
 }
 void shrink_decode_sparse(const uint8_t *m, const uint8_t *k, size_t n, const float *l, size_t ls, const float *s, const float *o,
                           size_t b, float *out) {

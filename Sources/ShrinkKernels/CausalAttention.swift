@@ -5,28 +5,37 @@ import ShrinkCore
 /// `start + i`) of head `h` attends to cache positions `0…start + i` of key/value head
 /// `h / (heads / keyValueHeads)`:
 /// `context = Σ_j softmax_j(scale · q · k_j) · v_j`, the softmax with its maximum subtracted, in
-/// `Float` (`KernelVariant.causalAttention`). The cache holds, per position, `keyValueHeads ×
-/// headSize` keys (and values) in a row. O(rows · heads · positions · headSize); the work is cut
-/// into units of one key/value head and a block of up to `blockRows` rows, which the threads take in turn.
+/// `Float` (`KernelVariant.causalAttention`). The cache holds keys transposed, per key/value head
+/// `headSize` rows of `keyStride` positions (`keys[(h · headSize + d) · keyStride + j]`), and
+/// values per position, `keyValueHeads × headSize` in a row. O(rows · heads · positions ·
+/// headSize); the work is cut into units of one key/value head and a block of up to `blockRows`
+/// rows, which the threads take in turn.
 public enum CausalAttention {
-    /// Query rows per unit of work: a unit transposes its keys once for all its rows and group heads.
+    /// Query rows per unit of work.
     public static let blockRows = 16
 
-    /// Scratch floats one thread needs for `positions` cache positions of heads of `headSize`.
-    public static func scratch(positions: Int, headSize: Int) -> Int { KernelVariant.attentionScratch(length: positions, headSize: headSize) }
+    /// Scratch floats one thread needs for `positions` cache positions.
+    public static func scratch(positions: Int) -> Int { KernelVariant.causalAttentionScratch(positions: positions) }
+
+    /// The key stride of a cache of `capacity` positions (rounded up to 16, the kernels' vector of scores).
+    public static func keyStride(capacity: Int) -> Int { (capacity + 15) / 16 * 16 }
 
     /// - Parameters:
     ///   - query: `rows × heads × headSize` floats.
-    ///   - keys, values: the cache, `(start + rows) × keyValueHeads × headSize` floats at least.
-    ///   - scratch: `threads × scratch(positions: start + rows, headSize: headSize)` floats.
+    ///   - keys: the transposed keys, `keyValueHeads × headSize × keyStride` floats, `keyStride` at
+    ///     least `start + rows` rounded up to 16.
+    ///   - values: `(start + rows) × keyValueHeads × headSize` floats at least.
+    ///   - scratch: `threads × scratch(positions: start + rows)` floats.
     ///   - context: receives `rows × heads × headSize` floats.
     public static func run(query: UnsafePointer<Float>, rows: Int, start: Int, heads: Int, keyValueHeads: Int, headSize: Int,
-                           keys: UnsafePointer<Float>, values: UnsafePointer<Float>, scale: Float, threads: Int, kernels: KernelVariant = .best,
+                           keys: UnsafePointer<Float>, keyStride: Int, values: UnsafePointer<Float>, scale: Float, threads: Int,
+                           kernels: KernelVariant = .best,
                            scratch: UnsafeMutablePointer<Float>, context: UnsafeMutablePointer<Float>) {
         let units = keyValueHeads * ((rows + blockRows - 1) / blockRows)
         let work = rows * heads * (start + rows) * headSize
         let workers = max(1, min(threads, units, work / (1 << 16)))
-        WorkerPool.shared.run(workers, UnitsJob(query: query, keys: keys, values: values, context: context, scratch: scratch, start: start,
+        WorkerPool.shared.run(workers, UnitsJob(query: query, keys: keys, values: values, context: context, scratch: scratch,
+                                                keyStride: keyStride, start: start,
                                                 rows: rows, heads: heads, keyValueHeads: keyValueHeads, headSize: headSize, scale: scale,
                                                 kernels: kernels))
     }
@@ -37,22 +46,22 @@ public enum CausalAttention {
         static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: UnitsJob.self).pointee.run(worker: worker, of: workers) } }
         let query, keys, values: UnsafePointer<Float>
         let context, scratch: UnsafeMutablePointer<Float>
-        let start, rows, heads, keyValueHeads, headSize: Int
+        let keyStride, start, rows, heads, keyValueHeads, headSize: Int
         let scale: Float
         let kernels: KernelVariant
 
         func run(worker: Int, of workers: Int) {
-            let group = heads / keyValueHeads, queryStride = heads * headSize, cacheStride = keyValueHeads * headSize
+            let group = heads / keyValueHeads, queryStride = heads * headSize, valueStride = keyValueHeads * headSize
             let blocks = (rows + CausalAttention.blockRows - 1) / CausalAttention.blockRows
-            let scores = scratch + worker * CausalAttention.scratch(positions: start + rows, headSize: headSize)
+            let scores = scratch + worker * CausalAttention.scratch(positions: start + rows)
             // Units dealt out in turn, latest rows first: a row's cost grows with its position, so
             // contiguous shares would leave the last worker with most of a prompt's work.
             for unit in Swift.stride(from: worker, to: blocks * keyValueHeads, by: workers) {
                 let (block, head) = unit.quotientAndRemainder(dividingBy: keyValueHeads)
                 let first = (blocks - 1 - block) * CausalAttention.blockRows
-                let offset = head * group * headSize, cacheOffset = head * headSize
-                kernels.causalAttention(q: query + offset, queryStride: queryStride, k: keys + cacheOffset, v: values + cacheOffset,
-                                        cacheStride: cacheStride, headSize: headSize, group: group, start: start,
+                let offset = head * group * headSize
+                kernels.causalAttention(q: query + offset, queryStride: queryStride, keys: keys + head * headSize * keyStride, keyStride: keyStride,
+                                        v: values + head * headSize, valueStride: valueStride, headSize: headSize, group: group, start: start,
                                         rows: first..<min(rows, first + CausalAttention.blockRows), scale: scale, scratch: scores,
                                         out: context + offset)
             }

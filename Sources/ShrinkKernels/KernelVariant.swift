@@ -180,8 +180,8 @@ public enum KernelVariant: String, CaseIterable, Sendable {
         case .avx2: shrink_attention_head_f32_avx2(q, k, v, length, headSize, stride, scale, scratch, out)
         case .swift:
             for i in 0..<length {
-                Self.attend(query: q + i * stride, keys: k, values: v, keyStride: stride, length: length, headSize: headSize, scale: scale,
-                            scores: scratch, out: out + i * stride)
+                Self.attend(query: q + i * stride, keys: k, keyStrides: (position: stride, dimension: 1), values: v, valueStride: stride,
+                            length: length, headSize: headSize, scale: scale, scores: scratch, out: out + i * stride)
             }
         }
     }
@@ -189,37 +189,43 @@ public enum KernelVariant: String, CaseIterable, Sendable {
     /// Causal attention of the `group` query heads that share one key/value head, over a cache (see
     /// `shrink_causal_attention_f32`): batch rows `rows`, row `r` at position `start + r` seeing
     /// cache positions `0…start + r`; the query of row `r` and group head `g` at
-    /// `q + r · queryStride + g · headSize` (its context at the same offset from `out`), keys and
-    /// values of position `j` at `k + j · cacheStride`, `v + j · cacheStride`; `headSize` ≤ 128;
-    /// `scratch` holds `attentionScratch(length: start + rows.upperBound, headSize:)` floats. The
-    /// AVX2 variant runs the Swift twin.
-    public func causalAttention(q: UnsafePointer<Float>, queryStride: Int, k: UnsafePointer<Float>, v: UnsafePointer<Float>, cacheStride: Int,
-                                headSize: Int, group: Int, start: Int, rows: Range<Int>, scale: Float, scratch: UnsafeMutablePointer<Float>,
-                                out: UnsafeMutablePointer<Float>) {
+    /// `q + r · queryStride + g · headSize` (its context at the same offset from `out`); keys
+    /// transposed, dimension `d` of position `j` at `keys[d · keyStride + j]` (readable up to
+    /// `start + rows.upperBound` rounded up to 16), values of position `j` at `v + j · valueStride`;
+    /// `headSize` ≤ 128; `scratch` holds `causalAttentionScratch(positions: start + rows.upperBound)`
+    /// floats. The AVX2 variant runs the Swift twin.
+    public func causalAttention(q: UnsafePointer<Float>, queryStride: Int, keys: UnsafePointer<Float>, keyStride: Int, v: UnsafePointer<Float>,
+                                valueStride: Int, headSize: Int, group: Int, start: Int, rows: Range<Int>, scale: Float,
+                                scratch: UnsafeMutablePointer<Float>, out: UnsafeMutablePointer<Float>) {
         precondition(headSize <= 128)
         switch self {
         case .avx512:
-            shrink_causal_attention_f32(q, queryStride, k, v, cacheStride, headSize, group, start, rows.lowerBound, rows.upperBound, scale,
-                                        scratch, out)
+            shrink_causal_attention_f32(q, queryStride, keys, keyStride, v, valueStride, headSize, group, start, rows.lowerBound, rows.upperBound,
+                                        scale, scratch, out)
         case .swift, .avx2:
             for row in rows {
                 for head in 0..<group {
                     let offset = row * queryStride + head * headSize
-                    Self.attend(query: q + offset, keys: k, values: v, keyStride: cacheStride, length: start + row + 1, headSize: headSize,
-                                scale: scale, scores: scratch, out: out + offset)
+                    Self.attend(query: q + offset, keys: keys, keyStrides: (position: 1, dimension: keyStride), values: v, valueStride: valueStride,
+                                length: start + row + 1, headSize: headSize, scale: scale, scores: scratch, out: out + offset)
                 }
             }
         }
     }
 
-    /// One query's attention, plainly: `s_j = Σ_d q_d · scale · k_jd` for `j < length`, softmax
-    /// with its maximum subtracted (`expf`), `out_d = Σ_j e_j · v_jd / Σ_j e_j`; `scores` holds `length` floats.
-    static func attend(query: UnsafePointer<Float>, keys: UnsafePointer<Float>, values: UnsafePointer<Float>, keyStride: Int, length: Int,
-                       headSize: Int, scale: Float, scores: UnsafeMutablePointer<Float>, out: UnsafeMutablePointer<Float>) {
+    /// The scratch floats `causalAttention` needs for `positions` cache positions.
+    public static func causalAttentionScratch(positions: Int) -> Int { 4 * ((positions + 15) / 16 * 16) }
+
+    /// One query's attention, plainly: `s_j = Σ_d q_d · scale · k_jd` for `j < length` (`k_jd` at
+    /// `keys[j · keyStrides.position + d · keyStrides.dimension]`), softmax with its maximum
+    /// subtracted (`expf`), `out_d = Σ_j e_j · v_jd / Σ_j e_j`; `scores` holds `length` floats.
+    static func attend(query: UnsafePointer<Float>, keys: UnsafePointer<Float>, keyStrides: (position: Int, dimension: Int),
+                       values: UnsafePointer<Float>, valueStride: Int, length: Int, headSize: Int, scale: Float,
+                       scores: UnsafeMutablePointer<Float>, out: UnsafeMutablePointer<Float>) {
         var largest = -Float.infinity
         for j in 0..<length {
             var sum: Float = 0
-            for d in 0..<headSize { sum += query[d] * scale * keys[j * keyStride + d] }
+            for d in 0..<headSize { sum += query[d] * scale * keys[j * keyStrides.position + d * keyStrides.dimension] }
             scores[j] = sum
             largest = max(largest, sum)
         }
@@ -230,7 +236,7 @@ public enum KernelVariant: String, CaseIterable, Sendable {
         }
         for d in 0..<headSize {
             var sum: Float = 0
-            for j in 0..<length { sum += scores[j] * values[j * keyStride + d] }
+            for j in 0..<length { sum += scores[j] * values[j * valueStride + d] }
             out[d] = sum / total
         }
     }

@@ -244,7 +244,12 @@ public final class DecoderState {
     let threads: Int
     /// The attention kernels.
     let kernels: KernelVariant
+    /// Floats per cached position of the values (and of a batch row of keys).
+    let valueStride: Int
+    /// Positions per row of the transposed keys (`CausalAttention.keyStride`).
     let keyStride: Int
+    let headSize: Int
+    /// Per layer, the keys transposed (`CausalAttention`'s layout) and the values, position by position.
     var keys: [[Float]]
     var values: [[Float]]
     var x, normalized, query, key, value, context, projected, gate, up, logits, angles, scratch: [Float]
@@ -254,14 +259,16 @@ public final class DecoderState {
         self.capacity = capacity
         self.batch = batch
         self.threads = threads
-        keyStride = c.keyValueHeads * c.headDimension
-        keys = Array(repeating: [Float](repeating: 0, count: capacity * keyStride), count: c.layers)
-        values = keys
+        valueStride = c.keyValueHeads * c.headDimension
+        keyStride = CausalAttention.keyStride(capacity: capacity)
+        headSize = c.headDimension
+        keys = Array(repeating: [Float](repeating: 0, count: valueStride * keyStride), count: c.layers)
+        values = Array(repeating: [Float](repeating: 0, count: capacity * valueStride), count: c.layers)
         let queries = c.heads * c.headDimension
         x = [Float](repeating: 0, count: batch * c.hiddenSize)
         normalized = [Float](repeating: 0, count: max(batch, Self.logitRows) * max(c.hiddenSize, queries))
         query = [Float](repeating: 0, count: batch * queries)
-        key = [Float](repeating: 0, count: batch * keyStride)
+        key = [Float](repeating: 0, count: batch * valueStride)
         value = key
         context = query
         projected = x
@@ -269,20 +276,24 @@ public final class DecoderState {
         up = gate
         logits = [Float](repeating: 0, count: Self.logitRows * c.vocabularySize)
         angles = [Float](repeating: 0, count: batch * c.headDimension)
-        scratch = [Float](repeating: 0, count: max(1, threads) * CausalAttention.scratch(positions: capacity, headSize: c.headDimension))
+        scratch = [Float](repeating: 0, count: max(1, threads) * CausalAttention.scratch(positions: capacity))
     }
 
     /// Empties the cache.
     public func reset() { position = 0 }
 
-    /// Writes the batch's keys and values to the cache at positions `position…`.
+    /// Writes the batch's keys (transposed) and values to the cache at positions `position…`.
     func store(layer: Int, rows: Int) {
-        let offset = position * keyStride, count = rows * keyStride
+        let start = position, valueStride = valueStride, keyStride = keyStride
         keys[layer].withUnsafeMutableBufferPointer { cache in
-            key.withUnsafeBufferPointer { cache.baseAddress!.advanced(by: offset).update(from: $0.baseAddress!, count: count) }
+            key.withUnsafeBufferPointer { batch in
+                for row in 0..<rows {
+                    for column in 0..<valueStride { cache[column * keyStride + start + row] = batch[row * valueStride + column] }
+                }
+            }
         }
         values[layer].withUnsafeMutableBufferPointer { cache in
-            value.withUnsafeBufferPointer { cache.baseAddress!.advanced(by: offset).update(from: $0.baseAddress!, count: count) }
+            value.withUnsafeBufferPointer { cache.baseAddress!.advanced(by: start * valueStride).update(from: $0.baseAddress!, count: rows * valueStride) }
         }
     }
 
@@ -295,10 +306,9 @@ public final class DecoderState {
                     scratch.withUnsafeMutableBufferPointer { s in
                         context.withUnsafeMutableBufferPointer { out in
                             CausalAttention.run(query: q.baseAddress!, rows: rows, start: start, heads: heads, keyValueHeads: keyValueHeads,
-                                                headSize: headSize, keys: k.baseAddress!, values: v.baseAddress!,
+                                                headSize: headSize, keys: k.baseAddress!, keyStride: keyStride, values: v.baseAddress!,
                                                 scale: 1 / Float(headSize).squareRoot(), threads: threads, kernels: kernels,
-                                                scratch: s.baseAddress!,
-                                                context: out.baseAddress!)
+                                                scratch: s.baseAddress!, context: out.baseAddress!)
                         }
                     }
                 }
