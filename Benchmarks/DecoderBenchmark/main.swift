@@ -3,7 +3,8 @@
 // (`--prompt` tokens from an empty cache, logits of the last) and decode (`--decode` tokens one at a
 // time from an empty cache), tokens/s, median of `--rounds` rounds, at each thread count; then
 // decode's bytes read per token (every linear layer's packed weight and one embedding row) ×
-// tokens/s against the read bandwidth measured here.
+// tokens/s against the read bandwidth measured in the same rounds (the probe, best of two passes,
+// runs once per round next to the decoders; the median of the rounds, like the tokens/s).
 //
 // Pairs (`--pair label=shrink-file,peer-file`, repeatable; default the shipped SmolLM2 Q4_1 GGUF for
 // both) put a file Shrink runs next to the file the peers run (Shrink's 8-bit recipe against
@@ -157,7 +158,7 @@ if checkChunks > 0 {
     for pair in pairs { for peer in peers { validity["\(pair.label) \(peer.name)"] = true } }
 }
 
-var bandwidth: [Int: Double] = [:]
+var bandwidth: [Int: Double] = [:], roundBandwidths: [Int: Double] = [:]
 for threads in threadCounts {
     bandwidth[threads] = MemoryBandwidth.read(threads: threads)
     print(String(format: "read bandwidth, %d thread(s): %.1f GB/s (%@)", threads, bandwidth[threads]!, MemoryBandwidth.method as NSString))
@@ -166,7 +167,7 @@ for threads in threadCounts {
 var results: [[String: Any]] = []
 print("")
 let peerColumns = peers.map { "\($0.name) tok/s (ratio)".padding(toLength: 28, withPad: " ", startingAt: 0) }.joined(separator: " ")
-print("threads  pair        test    Shrink tok/s  \(peerColumns) decode bytes/token × tok/s of read bw")
+print("threads  pair        test    Shrink tok/s  \(peerColumns) decode bytes/token × tok/s of read bw (during the rounds)")
 for threads in threadCounts {
     struct Runner {
         let pair: Pair
@@ -209,6 +210,7 @@ for threads in threadCounts {
         _ = try runDecode(runner)
     }
     for _ in 0..<rounds {
+        samples["probe", default: []].append(MemoryBandwidth.read(threads: threads, passes: 2))
         for runner in runners {
             let label = runner.pair.label
             samples["\(label) Shrink prompt", default: []].append(try runPrompt(runner))
@@ -221,6 +223,8 @@ for threads in threadCounts {
             }
         }
     }
+    let roundBandwidth = median(samples["probe"]!)
+    roundBandwidths[threads] = roundBandwidth
     for runner in runners {
         let label = runner.pair.label
         for (test, name) in [("prompt", "pp\(promptLength)"), ("decode", "tg\(decodeLength)")] {
@@ -237,7 +241,7 @@ for threads in threadCounts {
             var streamed = ""
             if test == "decode" {
                 let bytes = Double(runner.decoder.streamedBytesPerToken)
-                let fraction = bytes * mine / 1e9 / bandwidth[threads]!
+                let fraction = bytes * mine / 1e9 / roundBandwidth
                 streamed = String(format: "%.1f MB × %.0f = %.1f GB/s, %.2f", bytes / 1e6, mine, bytes * mine / 1e9, fraction)
                 entry["streamed_bytes_per_token"] = bytes
                 entry["read_bandwidth_fraction"] = fraction
@@ -247,12 +251,14 @@ for threads in threadCounts {
                          name.padding(toLength: 7, withPad: " ", startingAt: 0) as NSString, mine, cells as NSString, streamed as NSString))
         }
     }
+    print(String(format: "        (read bandwidth during the %d-thread rounds: median %.1f GB/s)", threads, roundBandwidth))
     if sink.isNaN { print("(NaN logits)") }
 }
 
 if let jsonPath {
     let object: [String: Any] = ["peers": peers.map { ["name": $0.name, "llama_bench": $0.bench] }, "perplexity_checks": checks,
                                  "read_bandwidth_gb_per_second": Dictionary(uniqueKeysWithValues: bandwidth.map { ("\($0.key)", $0.value) }),
+                                 "read_bandwidth_during_rounds_gb_per_second": Dictionary(uniqueKeysWithValues: roundBandwidths.map { ("\($0.key)", $0.value) }),
                                  "rounds": rounds, "results": results]
     try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys]).write(to: URL(fileURLWithPath: jsonPath))
     print("\nWrote \(jsonPath)")

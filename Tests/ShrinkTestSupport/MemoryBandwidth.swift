@@ -7,10 +7,10 @@ public enum MemoryBandwidth {
     /// How the probe reads: 64-byte AVX-512 loads when the CPU has them, else 64-bit loads.
     public static let method = shrink_cpu_has_avx512() != 0 ? "AVX-512 loads, 8 sums" : "64-bit loads, 4 sums"
 
-    /// GB/s summing a 256 MiB buffer (threads over contiguous parts), best of five passes. The
+    /// GB/s summing a 256 MiB buffer (threads over contiguous parts), best of `passes` passes. The
     /// buffer lives where repacked weights do (a `WeightArena`, in huge pages where the kernel
     /// grants them), so that the kernels' fraction of it compares like with like.
-    public static func read(threads: Int) -> Double {
+    public static func read(threads: Int, passes: Int = 5) -> Double {
         let count = 256 << 20 / 8
         let arena = WeightArena()
         defer { withExtendedLifetime(arena) {} }
@@ -21,7 +21,7 @@ public enum MemoryBandwidth {
         nonisolated(unsafe) let (source, results) = (buffer, sums)
         let vector = shrink_cpu_has_avx512() != 0
         var best = Double.infinity
-        for _ in 0..<5 {
+        for _ in 0..<max(1, passes) {
             let start = DispatchTime.now().uptimeNanoseconds
             DispatchQueue.concurrentPerform(iterations: threads) { thread in
                 let begin = count * thread / threads, end = count * (thread + 1) / threads
