@@ -15,7 +15,7 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
     /// The tokenizer of a GGUF file (nil for Hugging Face weights, whose tokenizer Shrink does not read).
     public let tokenizer: BPETokenizer?
     public let threads: Int
-    /// The float kernels (attention).
+    /// The float kernels (attention and SwiGLU).
     let kernels: KernelVariant
 
     struct Layer {
@@ -248,7 +248,6 @@ public final class DecoderState {
     let valueStride: Int
     /// Positions per row of the transposed keys (`CausalAttention.keyStride`).
     let keyStride: Int
-    let headSize: Int
     /// Per layer, the keys transposed (`CausalAttention`'s layout) and the values, position by position.
     var keys: [[Float]]
     var values: [[Float]]
@@ -261,7 +260,6 @@ public final class DecoderState {
         self.threads = threads
         valueStride = c.keyValueHeads * c.headDimension
         keyStride = CausalAttention.keyStride(capacity: capacity)
-        headSize = c.headDimension
         keys = Array(repeating: [Float](repeating: 0, count: valueStride * keyStride), count: c.layers)
         values = Array(repeating: [Float](repeating: 0, count: capacity * valueStride), count: c.layers)
         let queries = c.heads * c.headDimension
