@@ -192,17 +192,16 @@ public enum KernelVariant: String, CaseIterable, Sendable {
     /// `q + r · queryStride + g · headSize` (its context at the same offset from `out`); keys
     /// transposed, dimension `d` of position `j` at `keys[d · keyStride + j]` (readable up to
     /// `start + rows.upperBound` rounded up to 16), values of position `j` at `v + j · valueStride`;
-    /// `headSize` ≤ 128; `scratch` holds `causalAttentionScratch(positions: start + rows.upperBound)`
-    /// floats. The AVX2 variant runs the Swift twin.
+    /// `scratch` holds `causalAttentionScratch(positions: start + rows.upperBound)` floats. The AVX2
+    /// variant, and heads of more than 128 (past the vector kernel's registers), run the Swift twin.
     public func causalAttention(q: UnsafePointer<Float>, queryStride: Int, keys: UnsafePointer<Float>, keyStride: Int, v: UnsafePointer<Float>,
                                 valueStride: Int, headSize: Int, group: Int, start: Int, rows: Range<Int>, scale: Float,
                                 scratch: UnsafeMutablePointer<Float>, out: UnsafeMutablePointer<Float>) {
-        precondition(headSize <= 128)
         switch self {
-        case .avx512:
+        case .avx512 where headSize <= 128:
             shrink_causal_attention_f32(q, queryStride, keys, keyStride, v, valueStride, headSize, group, start, rows.lowerBound, rows.upperBound,
                                         scale, scratch, out)
-        case .swift, .avx2:
+        case .avx512, .swift, .avx2:
             for row in rows {
                 for head in 0..<group {
                     let offset = row * queryStride + head * headSize

@@ -77,11 +77,11 @@ import ShrinkTestSupport
         #expect(values[7] == 0 && values[8] == 0.25)
     }
     /// Causal grouped-query attention, every kernel variant, against a `Double` reference: head
-    /// sizes that are and are not multiples of 16 (up to the 128 the kernels take), one and several
+    /// sizes that are and are not multiples of 16 (and past the vector kernel's 128), one and several
     /// heads per key/value head, batches starting at position 0 and continuing a cache, one row
     /// (decode) and more rows than a unit's block (several units per key/value head), 1–3 threads.
     @Test(arguments: [(64, 9, 3, 0, 5), (24, 4, 4, 7, 3), (17, 6, 2, 30, 1), (64, 2, 1, 0, 40), (128, 6, 2, 3, 37), (64, 9, 3, 100, 1),
-                      (33, 3, 1, 0, 17)], [1, 2, 3])
+                      (33, 3, 1, 0, 17), (160, 4, 2, 5, 3)], [1, 2, 3])
     func causalAttentionMatchesTheDoubleReference(shape: (headSize: Int, heads: Int, keyValueHeads: Int, start: Int, rows: Int), threads: Int) {
         for kernels in KernelVariant.available { causalAttention(shape: shape, threads: threads, kernels: kernels) }
     }
