@@ -239,12 +239,14 @@ AVX512 static inline __mmask16 key_mask(size_t length, size_t j) { return j < le
 /// queries[r] seeing keys [0, lengths[r]) and written to outputs[r]: each key and value vector
 /// loaded once serves the R vectors, whose dependency chains (R × 4 partial scores, R × chunks
 /// context sums) run side by side. Per vector the arithmetic is that of one vector alone. Keys are
-/// transposed, keys[d * key_stride + j] (readable up to the lengths rounded up to 16); the scores
-/// of vector r go to scores + r * score_stride.
+/// transposed in tiles of 16 positions: dimension d of position j at
+/// keys[(j / 16) * tile_stride + d * row_stride + j % 16] (readable up to the lengths rounded up to
+/// 16); the scores of vector r go to scores + r * score_stride.
 AVX512 static inline __attribute__((always_inline)) void attention_rows(const float *const *queries, float *const *outputs,
                                                                        const size_t *lengths, int R, const float *v, size_t v_stride,
-                                                                       size_t head_size, float scale, const float *keys, size_t key_stride,
-                                                                       size_t score_stride, const __mmask16 *masks, float *scores) {
+                                                                       size_t head_size, float scale, const float *keys, size_t row_stride,
+                                                                       size_t tile_stride, size_t score_stride, const __mmask16 *masks,
+                                                                       float *scores) {
     const size_t chunks = (head_size + 15) / 16;
     size_t length = 0;
     for (int r = 0; r < R; r++) length = lengths[r] > length ? lengths[r] : length;
@@ -258,6 +260,7 @@ AVX512 static inline __attribute__((always_inline)) void attention_rows(const fl
     __m512 largest[4];
     for (int r = 0; r < R; r++) largest[r] = _mm512_set1_ps(-INFINITY);
     for (size_t j = 0; j < scored; j += 16) {
+        const float *tile = keys + j / 16 * tile_stride;
         // Four partial sums per row, so that the FMAs do not wait on one another.
         __m512 sum[4][4];
         for (int r = 0; r < R; r++)
@@ -265,12 +268,12 @@ AVX512 static inline __attribute__((always_inline)) void attention_rows(const fl
         size_t d = 0;
         for (; d + 4 <= head_size; d += 4) {
             for (int u = 0; u < 4; u++) {
-                __m512 key = _mm512_loadu_ps(keys + (d + u) * key_stride + j);
+                __m512 key = _mm512_loadu_ps(tile + (d + u) * row_stride);
                 for (int r = 0; r < R; r++) sum[r][u] = _mm512_fmadd_ps(_mm512_set1_ps(query[r][d + u]), key, sum[r][u]);
             }
         }
         for (; d < head_size; d++) {
-            __m512 key = _mm512_loadu_ps(keys + d * key_stride + j);
+            __m512 key = _mm512_loadu_ps(tile + d * row_stride);
             for (int r = 0; r < R; r++) sum[r][0] = _mm512_fmadd_ps(_mm512_set1_ps(query[r][d]), key, sum[r][0]);
         }
         for (int r = 0; r < R; r++) {
@@ -303,13 +306,14 @@ AVX512 static inline __attribute__((always_inline)) void attention_rows(const fl
 /// attention_rows for `count` query vectors in blocks of 4 (the last of 1–3): vector t at
 /// queries[t], seeing lengths[t] keys, written to outputs[t].
 AVX512 static void attention_vectors(const float *const *queries, float *const *outputs, const size_t *lengths, size_t count,
-                                     const float *v, size_t v_stride, size_t head_size, float scale, const float *keys, size_t key_stride,
-                                     size_t score_stride, float *scores) {
+                                     const float *v, size_t v_stride, size_t head_size, float scale, const float *keys, size_t row_stride,
+                                     size_t tile_stride, size_t score_stride, float *scores) {
     __mmask16 masks[8];
     for (size_t c = 0; c < (head_size + 15) / 16; c++) masks[c] = tail_mask(head_size - c * 16);
     size_t t = 0;
 #define ATTENTION_ROWS(R) \
-    attention_rows(queries + t, outputs + t, lengths + t, R, v, v_stride, head_size, scale, keys, key_stride, score_stride, masks, scores)
+    attention_rows(queries + t, outputs + t, lengths + t, R, v, v_stride, head_size, scale, keys, row_stride, tile_stride, score_stride, masks, \
+                   scores)
     for (; t + 4 <= count; t += 4) ATTENTION_ROWS(4);
     switch (count - t) {
     case 3: ATTENTION_ROWS(3); break;
@@ -325,9 +329,10 @@ AVX512 static void attention_vectors(const float *const *queries, float *const *
 
 /// Rows [row_begin, row_end) of `group` heads sharing keys and values: the query of row r and
 /// head g at q + r * q_stride + g * head_size (its context at the same offset from out), seeing
-/// start + r + 1 keys when `causal`, else all `visible`; keys transposed (see attention_rows), the
-/// scores of 4 vectors in `scores` (4 × visible rounded up to 16 floats).
-AVX512 static void attention_over_keys(const float *q, size_t q_stride, const float *keys, size_t key_stride, const float *v, size_t v_stride,
+/// start + r + 1 keys when `causal`, else all `visible`; keys transposed in tiles (see
+/// attention_rows), the scores of 4 vectors in `scores` (4 × visible rounded up to 16 floats).
+AVX512 static void attention_over_keys(const float *q, size_t q_stride, const float *keys, size_t row_stride, size_t tile_stride,
+                                       const float *v, size_t v_stride,
                                        size_t head_size, size_t group, int causal, size_t start, size_t visible, size_t row_begin,
                                        size_t row_end, float scale, float *scores, float *out) {
     const size_t score_stride = (visible + 15) & ~(size_t)15;
@@ -341,12 +346,14 @@ AVX512 static void attention_over_keys(const float *q, size_t q_stride, const fl
             outputs[count] = out + row * q_stride + g * head_size;
             lengths[count] = causal ? start + row + 1 : visible;
             if (++count == ATTENTION_VECTORS) {
-                attention_vectors(queries, outputs, lengths, count, v, v_stride, head_size, scale, keys, key_stride, score_stride, scores);
+                attention_vectors(queries, outputs, lengths, count, v, v_stride, head_size, scale, keys, row_stride, tile_stride, score_stride,
+                                  scores);
                 count = 0;
             }
         }
     }
-    attention_vectors(queries, outputs, lengths, count, v, v_stride, head_size, scale, keys, key_stride, score_stride, scores);
+    attention_vectors(queries, outputs, lengths, count, v, v_stride, head_size, scale, keys, row_stride, tile_stride, score_stride,
+                                  scores);
 }
 
 AVX512 void shrink_attention_head_f32(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
@@ -354,14 +361,14 @@ AVX512 void shrink_attention_head_f32(const float *q, const float *k, const floa
     const size_t padded = (length + 15) & ~(size_t)15;
     float *keys = scratch + 4 * padded;
     shrink_transpose_keys(k, length, head_size, stride, padded, keys);
-    attention_over_keys(q, stride, keys, padded, v, stride, head_size, 1, 0, 0, length, 0, length, scale, scratch, out);
+    attention_over_keys(q, stride, keys, padded, 16, v, stride, head_size, 1, 0, 0, length, 0, length, scale, scratch, out);
 }
 
-AVX512 void shrink_causal_attention_f32(const float *q, size_t q_stride, const float *keys, size_t key_stride, const float *v,
-                                        size_t v_stride, size_t head_size, size_t group, size_t start, size_t row_begin, size_t row_end,
-                                        float scale, float *scratch, float *out) {
-    attention_over_keys(q, q_stride, keys, key_stride, v, v_stride, head_size, group, 1, start, start + row_end, row_begin, row_end, scale,
-                        scratch, out);
+AVX512 void shrink_causal_attention_f32(const float *q, size_t q_stride, const float *keys, const float *v, size_t v_stride,
+                                        size_t head_size, size_t group, size_t start, size_t row_begin, size_t row_end, float scale,
+                                        float *scratch, float *out) {
+    attention_over_keys(q, q_stride, keys, 16, 16 * head_size, v, v_stride, head_size, group, 1, start, start + row_end, row_begin, row_end,
+                        scale, scratch, out);
 }
 
 AVX512 void shrink_gemm_nt_f32(const float *w, size_t rows_w, const float *x, size_t rows_x, size_t n, float *out, size_t ldo) {
@@ -498,10 +505,9 @@ void shrink_attention_head_f32(const float *q, const float *k, const float *v, s
                                float scale, float *scratch, float *out) {
     (void)q; (void)k; (void)v; (void)length; (void)head_size; (void)stride; (void)scale; (void)scratch; (void)out;
 }
-void shrink_causal_attention_f32(const float *q, size_t q_stride, const float *keys, size_t key_stride, const float *v, size_t v_stride,
-                                 size_t head_size, size_t group, size_t start, size_t row_begin, size_t row_end, float scale, float *scratch,
-                                 float *out) {
-    (void)q; (void)q_stride; (void)keys; (void)key_stride; (void)v; (void)v_stride; (void)head_size; (void)group; (void)start;
+void shrink_causal_attention_f32(const float *q, size_t q_stride, const float *keys, const float *v, size_t v_stride, size_t head_size,
+                                 size_t group, size_t start, size_t row_begin, size_t row_end, float scale, float *scratch, float *out) {
+    (void)q; (void)q_stride; (void)keys; (void)v; (void)v_stride; (void)head_size; (void)group; (void)start;
     (void)row_begin; (void)row_end; (void)scale; (void)scratch; (void)out;
 }
 void shrink_decode_sparse(const uint8_t *m, const uint8_t *k, size_t n, const float *l, size_t ls, const float *s, const float *o,

@@ -5,9 +5,11 @@ import ShrinkCore
 /// `start + i`) of head `h` attends to cache positions `0…start + i` of key/value head
 /// `h / (heads / keyValueHeads)`:
 /// `context = Σ_j softmax_j(scale · q · k_j) · v_j`, the softmax with its maximum subtracted, in
-/// `Float` (`KernelVariant.causalAttention`). The cache holds keys transposed, per key/value head
-/// `headSize` rows of `keyStride` positions (`keys[(h · headSize + d) · keyStride + j]`), and
-/// values per position, `keyValueHeads × headSize` in a row. O(rows · heads · positions ·
+/// `Float` (`KernelVariant.causalAttention`). The cache holds the keys of each key/value head in
+/// `keyCapacity` positions transposed in tiles of 16 (`headSize` rows of 16 positions each:
+/// `keys[h · headSize · keyCapacity + (j / 16) · 16 · headSize + d · 16 + j % 16]`), so that a
+/// decoded token reads each head's keys as one contiguous run, and values per position,
+/// `keyValueHeads × headSize` in a row. O(rows · heads · positions ·
 /// headSize); the work is cut into units of one key/value head and a block of up to `blockRows`
 /// rows, which the threads take in turn.
 public enum CausalAttention {
@@ -17,25 +19,31 @@ public enum CausalAttention {
     /// Scratch floats one thread needs for `positions` cache positions.
     public static func scratch(positions: Int) -> Int { KernelVariant.causalAttentionScratch(positions: positions) }
 
-    /// The key stride of a cache of `capacity` positions (rounded up to 16, the kernels' vector of scores).
-    public static func keyStride(capacity: Int) -> Int { (capacity + 15) / 16 * 16 }
+    /// The positions a cache of `capacity` positions holds keys for (rounded up to a whole tile of 16).
+    public static func keyCapacity(_ capacity: Int) -> Int { (capacity + 15) / 16 * 16 }
+
+    /// Where dimension `dimension` of key/value head `head`'s key at `position` sits in the tiled keys.
+    @inlinable
+    public static func keyIndex(head: Int, dimension: Int, position: Int, headSize: Int, keyCapacity: Int) -> Int {
+        head * headSize * keyCapacity + position / 16 * 16 * headSize + dimension * 16 + position % 16
+    }
 
     /// - Parameters:
     ///   - query: `rows × heads × headSize` floats.
-    ///   - keys: the transposed keys, `keyValueHeads × headSize × keyStride` floats, `keyStride` at
+    ///   - keys: the tiled keys, `keyValueHeads × headSize × keyCapacity` floats, `keyCapacity` at
     ///     least `start + rows` rounded up to 16.
     ///   - values: `(start + rows) × keyValueHeads × headSize` floats at least.
     ///   - scratch: `threads × scratch(positions: start + rows)` floats.
     ///   - context: receives `rows × heads × headSize` floats.
     public static func run(query: UnsafePointer<Float>, rows: Int, start: Int, heads: Int, keyValueHeads: Int, headSize: Int,
-                           keys: UnsafePointer<Float>, keyStride: Int, values: UnsafePointer<Float>, scale: Float, threads: Int,
+                           keys: UnsafePointer<Float>, keyCapacity: Int, values: UnsafePointer<Float>, scale: Float, threads: Int,
                            kernels: KernelVariant = .best,
                            scratch: UnsafeMutablePointer<Float>, context: UnsafeMutablePointer<Float>) {
         let units = keyValueHeads * ((rows + blockRows - 1) / blockRows)
         let work = rows * heads * (start + rows) * headSize
         let workers = max(1, min(threads, units, work / (1 << 16)))
         WorkerPool.shared.run(workers, UnitsJob(query: query, keys: keys, values: values, context: context, scratch: scratch,
-                                                keyStride: keyStride, start: start,
+                                                keyCapacity: keyCapacity, start: start,
                                                 rows: rows, heads: heads, keyValueHeads: keyValueHeads, headSize: headSize, scale: scale,
                                                 kernels: kernels))
     }
@@ -46,7 +54,7 @@ public enum CausalAttention {
         static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: UnitsJob.self).pointee.run(worker: worker, of: workers) } }
         let query, keys, values: UnsafePointer<Float>
         let context, scratch: UnsafeMutablePointer<Float>
-        let keyStride, start, rows, heads, keyValueHeads, headSize: Int
+        let keyCapacity, start, rows, heads, keyValueHeads, headSize: Int
         let scale: Float
         let kernels: KernelVariant
 
@@ -60,7 +68,7 @@ public enum CausalAttention {
                 let (block, head) = unit.quotientAndRemainder(dividingBy: keyValueHeads)
                 let first = (blocks - 1 - block) * CausalAttention.blockRows
                 let offset = head * group * headSize
-                kernels.causalAttention(q: query + offset, queryStride: queryStride, keys: keys + head * headSize * keyStride, keyStride: keyStride,
+                kernels.causalAttention(q: query + offset, queryStride: queryStride, keys: keys + head * headSize * keyCapacity,
                                         v: values + head * headSize, valueStride: valueStride, headSize: headSize, group: group, start: start,
                                         rows: first..<min(rows, first + CausalAttention.blockRows), scale: scale, scratch: scores,
                                         out: context + offset)

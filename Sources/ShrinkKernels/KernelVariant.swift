@@ -180,8 +180,8 @@ public enum KernelVariant: String, CaseIterable, Sendable {
         case .avx2: shrink_attention_head_f32_avx2(q, k, v, length, headSize, stride, scale, scratch, out)
         case .swift:
             for i in 0..<length {
-                Self.attend(query: q + i * stride, keys: k, keyStrides: (position: stride, dimension: 1), values: v, valueStride: stride,
-                            length: length, headSize: headSize, scale: scale, scores: scratch, out: out + i * stride)
+                Self.attend(query: q + i * stride, keys: k, keyStrides: (tile: 16 * stride, position: stride, dimension: 1), values: v,
+                            valueStride: stride, length: length, headSize: headSize, scale: scale, scores: scratch, out: out + i * stride)
             }
         }
     }
@@ -190,23 +190,24 @@ public enum KernelVariant: String, CaseIterable, Sendable {
     /// `shrink_causal_attention_f32`): batch rows `rows`, row `r` at position `start + r` seeing
     /// cache positions `0…start + r`; the query of row `r` and group head `g` at
     /// `q + r · queryStride + g · headSize` (its context at the same offset from `out`); keys
-    /// transposed, dimension `d` of position `j` at `keys[d · keyStride + j]` (readable up to
-    /// `start + rows.upperBound` rounded up to 16), values of position `j` at `v + j · valueStride`;
+    /// transposed in tiles of 16 positions, dimension `d` of position `j` at
+    /// `keys[(j / 16) · 16 · headSize + d · 16 + j % 16]` (readable up to `start + rows.upperBound`
+    /// rounded up to 16), values of position `j` at `v + j · valueStride`;
     /// `scratch` holds `causalAttentionScratch(positions: start + rows.upperBound)` floats. The AVX2
     /// variant, and heads of more than 128 (past the vector kernel's registers), run the Swift twin.
-    public func causalAttention(q: UnsafePointer<Float>, queryStride: Int, keys: UnsafePointer<Float>, keyStride: Int, v: UnsafePointer<Float>,
+    public func causalAttention(q: UnsafePointer<Float>, queryStride: Int, keys: UnsafePointer<Float>, v: UnsafePointer<Float>,
                                 valueStride: Int, headSize: Int, group: Int, start: Int, rows: Range<Int>, scale: Float,
                                 scratch: UnsafeMutablePointer<Float>, out: UnsafeMutablePointer<Float>) {
         switch self {
         case .avx512 where headSize <= 128:
-            shrink_causal_attention_f32(q, queryStride, keys, keyStride, v, valueStride, headSize, group, start, rows.lowerBound, rows.upperBound,
+            shrink_causal_attention_f32(q, queryStride, keys, v, valueStride, headSize, group, start, rows.lowerBound, rows.upperBound,
                                         scale, scratch, out)
         case .avx512, .swift, .avx2:
             for row in rows {
                 for head in 0..<group {
                     let offset = row * queryStride + head * headSize
-                    Self.attend(query: q + offset, keys: keys, keyStrides: (position: 1, dimension: keyStride), values: v, valueStride: valueStride,
-                                length: start + row + 1, headSize: headSize, scale: scale, scores: scratch, out: out + offset)
+                    Self.attend(query: q + offset, keys: keys, keyStrides: (tile: 16 * headSize, position: 1, dimension: 16), values: v,
+                                valueStride: valueStride, length: start + row + 1, headSize: headSize, scale: scale, scores: scratch, out: out + offset)
                 }
             }
         }
@@ -216,15 +217,16 @@ public enum KernelVariant: String, CaseIterable, Sendable {
     public static func causalAttentionScratch(positions: Int) -> Int { 4 * ((positions + 15) / 16 * 16) }
 
     /// One query's attention, plainly: `s_j = Σ_d q_d · scale · k_jd` for `j < length` (`k_jd` at
-    /// `keys[j · keyStrides.position + d · keyStrides.dimension]`), softmax with its maximum
+    /// `keys[(j / 16) · keyStrides.tile + (j % 16) · keyStrides.position + d · keyStrides.dimension]`), softmax with its maximum
     /// subtracted (`expf`), `out_d = Σ_j e_j · v_jd / Σ_j e_j`; `scores` holds `length` floats.
-    static func attend(query: UnsafePointer<Float>, keys: UnsafePointer<Float>, keyStrides: (position: Int, dimension: Int),
+    static func attend(query: UnsafePointer<Float>, keys: UnsafePointer<Float>, keyStrides: (tile: Int, position: Int, dimension: Int),
                        values: UnsafePointer<Float>, valueStride: Int, length: Int, headSize: Int, scale: Float,
                        scores: UnsafeMutablePointer<Float>, out: UnsafeMutablePointer<Float>) {
         var largest = -Float.infinity
         for j in 0..<length {
             var sum: Float = 0
-            for d in 0..<headSize { sum += query[d] * scale * keys[j * keyStrides.position + d * keyStrides.dimension] }
+            let key = keys + j / 16 * keyStrides.tile + j % 16 * keyStrides.position
+            for d in 0..<headSize { sum += query[d] * scale * key[d * keyStrides.dimension] }
             scores[j] = sum
             largest = max(largest, sum)
         }

@@ -246,9 +246,11 @@ public final class DecoderState {
     let kernels: KernelVariant
     /// Floats per cached position of the values (and of a batch row of keys).
     let valueStride: Int
-    /// Positions per row of the transposed keys (`CausalAttention.keyStride`).
-    let keyStride: Int
-    /// Per layer, the keys transposed (`CausalAttention`'s layout) and the values, position by position.
+    /// Positions each key/value head's tiled keys hold (`CausalAttention.keyCapacity`).
+    let keyCapacity: Int
+    /// Floats per attention head.
+    let headSize: Int
+    /// Per layer, the keys tiled (`CausalAttention`'s layout) and the values, position by position.
     var keys: [[Float]]
     var values: [[Float]]
     var x, normalized, query, key, value, context, projected, gate, up, logits, angles, scratch: [Float]
@@ -259,8 +261,9 @@ public final class DecoderState {
         self.batch = batch
         self.threads = threads
         valueStride = c.keyValueHeads * c.headDimension
-        keyStride = CausalAttention.keyStride(capacity: capacity)
-        keys = Array(repeating: [Float](repeating: 0, count: valueStride * keyStride), count: c.layers)
+        keyCapacity = CausalAttention.keyCapacity(capacity)
+        headSize = c.headDimension
+        keys = Array(repeating: [Float](repeating: 0, count: valueStride * keyCapacity), count: c.layers)
         values = Array(repeating: [Float](repeating: 0, count: capacity * valueStride), count: c.layers)
         let queries = c.heads * c.headDimension
         x = [Float](repeating: 0, count: batch * c.hiddenSize)
@@ -280,13 +283,17 @@ public final class DecoderState {
     /// Empties the cache.
     public func reset() { position = 0 }
 
-    /// Writes the batch's keys (transposed) and values to the cache at positions `position…`.
+    /// Writes the batch's keys (tiled) and values to the cache at positions `position…`.
     func store(layer: Int, rows: Int) {
-        let start = position, valueStride = valueStride, keyStride = keyStride
+        let start = position, valueStride = valueStride, headSize = headSize, keyCapacity = keyCapacity
         keys[layer].withUnsafeMutableBufferPointer { cache in
             key.withUnsafeBufferPointer { batch in
                 for row in 0..<rows {
-                    for column in 0..<valueStride { cache[column * keyStride + start + row] = batch[row * valueStride + column] }
+                    for column in 0..<valueStride {
+                        let (head, d) = column.quotientAndRemainder(dividingBy: headSize)
+                        cache[CausalAttention.keyIndex(head: head, dimension: d, position: start + row, headSize: headSize, keyCapacity: keyCapacity)] =
+                            batch[row * valueStride + column]
+                    }
                 }
             }
         }
@@ -304,7 +311,7 @@ public final class DecoderState {
                     scratch.withUnsafeMutableBufferPointer { s in
                         context.withUnsafeMutableBufferPointer { out in
                             CausalAttention.run(query: q.baseAddress!, rows: rows, start: start, heads: heads, keyValueHeads: keyValueHeads,
-                                                headSize: headSize, keys: k.baseAddress!, keyStride: keyStride, values: v.baseAddress!,
+                                                headSize: headSize, keys: k.baseAddress!, keyCapacity: keyCapacity, values: v.baseAddress!,
                                                 scale: 1 / Float(headSize).squareRoot(), threads: threads, kernels: kernels,
                                                 scratch: s.baseAddress!, context: out.baseAddress!)
                         }

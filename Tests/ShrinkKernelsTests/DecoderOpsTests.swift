@@ -93,19 +93,25 @@ import ShrinkTestSupport
         let query = generator.floats(rows * heads * headSize, in: -2...2)
         let keys = generator.floats(positions * stride, in: -2...2), values = generator.floats(positions * stride, in: -1...1)
         var scratch = [Float](repeating: .nan, count: threads * CausalAttention.scratch(positions: positions))
-        // The cache's transposed keys; the padding past the last position is left NaN (the kernels must not use it).
-        let keyStride = CausalAttention.keyStride(capacity: positions)
-        var transposed = [Float](repeating: .nan, count: stride * keyStride)
-        for j in 0..<positions { for column in 0..<stride { transposed[column * keyStride + j] = keys[j * stride + column] } }
+        // The cache's tiled keys; the padding past the last position is left NaN (the kernels must not use it).
+        let keyCapacity = CausalAttention.keyCapacity(positions)
+        var tiled = [Float](repeating: .nan, count: stride * keyCapacity)
+        for j in 0..<positions {
+            for column in 0..<stride {
+                let index = CausalAttention.keyIndex(head: column / headSize, dimension: column % headSize, position: j, headSize: headSize,
+                                                     keyCapacity: keyCapacity)
+                tiled[index] = keys[j * stride + column]
+            }
+        }
         var context = [Float](repeating: .nan, count: rows * heads * headSize)
         let scale = 1 / Float(headSize).squareRoot()
         query.withUnsafeBufferPointer { q in
-            transposed.withUnsafeBufferPointer { k in
+            tiled.withUnsafeBufferPointer { k in
                 values.withUnsafeBufferPointer { v in
                     scratch.withUnsafeMutableBufferPointer { s in
                         context.withUnsafeMutableBufferPointer { c in
                             CausalAttention.run(query: q.baseAddress!, rows: rows, start: start, heads: heads, keyValueHeads: kvHeads, headSize: headSize,
-                                                keys: k.baseAddress!, keyStride: keyStride, values: v.baseAddress!, scale: scale, threads: threads,
+                                                keys: k.baseAddress!, keyCapacity: keyCapacity, values: v.baseAddress!, scale: scale, threads: threads,
                                                 kernels: kernels, scratch: s.baseAddress!, context: c.baseAddress!)
                         }
                     }

@@ -69,13 +69,14 @@ void shrink_attention_head_f32(const float *q, const float *k, const float *v, s
 /// 0…start + r, with the arithmetic of shrink_attention_head_f32 (scores of (scale * q) . k_j,
 /// softmax with its maximum subtracted, context divided by the sum). The query of row r and head
 /// g of the group starts at q + r * q_stride + g * head_size, its context at the same offset from
-/// out. The cache's keys are transposed: dimension d of position j at keys[d * key_stride + j],
-/// readable up to start + row_end rounded up to 16 (positions past start + row_end may hold
-/// anything: their scores are masked); the value of position j starts at v + j * v_stride.
-/// head_size <= 128; `scratch` holds 4 * padded floats, padded = start + row_end rounded up to 16.
-void shrink_causal_attention_f32(const float *q, size_t q_stride, const float *keys, size_t key_stride, const float *v, size_t v_stride,
-                                 size_t head_size, size_t group, size_t start, size_t row_begin, size_t row_end, float scale, float *scratch,
-                                 float *out);
+/// out. The cache's keys are transposed in tiles of 16 positions, each tile head_size rows of 16:
+/// dimension d of position j at keys[(j / 16) * 16 * head_size + d * 16 + j % 16], readable up to
+/// start + row_end rounded up to 16 (positions past start + row_end may hold anything: their scores
+/// are masked), so that a decoded token reads its head's keys as one contiguous run; the value of
+/// position j starts at v + j * v_stride. head_size <= 128; `scratch` holds 4 * padded floats,
+/// padded = start + row_end rounded up to 16.
+void shrink_causal_attention_f32(const float *q, size_t q_stride, const float *keys, const float *v, size_t v_stride, size_t head_size,
+                                 size_t group, size_t start, size_t row_begin, size_t row_end, float scale, float *scratch, float *out);
 
 /// In place GELU, x * (1 + erf(x / sqrt 2)) / 2, with erf from Abramowitz & Stegun 7.1.26
 /// (|error| <= 1.5e-7) and exp from a degree-6 polynomial after range reduction by ln 2.
