@@ -106,7 +106,6 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
                 for (int t = 0; t < 4; t++) {
                     __m512i lo[2], hi[2];
                     for (int p = 0; p < np; p++) {
-                        _mm_prefetch((const char *)(w + p * panel_bytes + block * 256 + t * 64 + SHRINK_PREFETCH_BYTES), _MM_HINT_T0);
                         __m512i v = _mm512_loadu_si512(w + p * panel_bytes + block * 256 + t * 64);
                         lo[p] = _mm512_and_si512(v, low_nibbles);
                         hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
@@ -127,7 +126,6 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
             } else {
                 for (int q = 0; q < 8; q++) {
                     __m512i v[2];
-                    for (int p = 0; p < np; p++) _mm_prefetch((const char *)(w + p * panel_bytes + block * 512 + q * 64 + SHRINK_PREFETCH_BYTES), _MM_HINT_T0);
                     for (int p = 0; p < np; p++) v[p] = _mm512_loadu_si512(w + p * panel_bytes + block * 512 + q * 64);
                     for (int m = 0; m < mr; m++) {
                         __m512i xv = _mm512_set1_epi32(*(const int32_t *)(xb + m * kpad + q * 4));
@@ -190,7 +188,6 @@ VNNI INLINE void integer_scaled_tile(const uint8_t *w, const uint8_t *zero_point
         }
         const int8_t *xb = xq + block * 32;
         for (int t = 0; t < 4; t++) {
-            _mm_prefetch((const char *)(w + block * 256 + t * 64 + SHRINK_PREFETCH_BYTES), _MM_HINT_T0);
             __m512i v = _mm512_loadu_si512(w + block * 256 + t * 64);
             __m512i lo = _mm512_and_si512(v, low_nibbles);
             __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);

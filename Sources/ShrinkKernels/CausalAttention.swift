@@ -16,6 +16,12 @@ public enum CausalAttention {
     /// Query rows per unit of work.
     public static let blockRows = 16
 
+    /// Multiply-adds of scores per worker below which a batch runs on one thread. Low, because a
+    /// decoded token's attention waits on cache lines that the weight stream has evicted, and a
+    /// second thread overlaps those waits (SmolLM2 4.5-bit decode at 2 threads, 64 tokens: 200–233
+    /// µs of attention per token with 2^16, 126–152 µs with every unit handed out).
+    static let minimumWorkPerWorker = 1 << 12
+
     /// Scratch floats one thread needs for `positions` cache positions.
     public static func scratch(positions: Int) -> Int { KernelVariant.causalAttentionScratch(positions: positions) }
 
@@ -41,7 +47,7 @@ public enum CausalAttention {
                            scratch: UnsafeMutablePointer<Float>, context: UnsafeMutablePointer<Float>) {
         let units = keyValueHeads * ((rows + blockRows - 1) / blockRows)
         let work = rows * heads * (start + rows) * headSize
-        let workers = max(1, min(threads, units, work / (1 << 16)))
+        let workers = max(1, min(threads, units, work / minimumWorkPerWorker))
         WorkerPool.shared.run(workers, UnitsJob(query: query, keys: keys, values: values, context: context, scratch: scratch,
                                                 keyCapacity: keyCapacity, start: start,
                                                 rows: rows, heads: heads, keyValueHeads: keyValueHeads, headSize: headSize, scale: scale,
