@@ -3,8 +3,11 @@
 // (`--prompt` tokens from an empty cache, logits of the last) and decode (`--decode` tokens one at a
 // time from an empty cache), tokens/s, median of `--rounds` rounds, at each thread count; then
 // decode's bytes read per token (every linear layer's packed weight and one embedding row) ×
-// tokens/s against the read bandwidth measured in the same rounds (the probe, best of two passes,
-// runs once per round next to the decoders; the median of the rounds, like the tokens/s).
+// tokens/s as a fraction of the read bandwidth: right before each decode run a probe streams as
+// many bytes as the run will (sustained GB/s, on the same threads), each run is set against its
+// own probe, and the median and range of those per-run fractions are shown (on a shared host the
+// bandwidth drifts from run to run). The machine's peak, the fastest single pass of the probe, is
+// printed first for reference.
 //
 // Pairs (`--pair label=shrink-file,peer-file`, repeatable; default the shipped SmolLM2 Q4_1 GGUF for
 // both) put a file Shrink runs next to the file the peers run (Shrink's 8-bit recipe against
@@ -158,16 +161,18 @@ if checkChunks > 0 {
     for pair in pairs { for peer in peers { validity["\(pair.label) \(peer.name)"] = true } }
 }
 
+let probe = ReadProbe()
 var bandwidth: [Int: Double] = [:], roundBandwidths: [Int: Double] = [:]
 for threads in threadCounts {
-    bandwidth[threads] = MemoryBandwidth.read(threads: threads)
-    print(String(format: "read bandwidth, %d thread(s): %.1f GB/s (%@)", threads, bandwidth[threads]!, MemoryBandwidth.method as NSString))
+    bandwidth[threads] = probe.fastest(threads: threads, passes: 5)
+    print(String(format: "peak read bandwidth, %d thread(s): %.1f GB/s (%@, fastest of 5 passes over 256 MiB)", threads, bandwidth[threads]!,
+                 MemoryBandwidth.method as NSString))
 }
 
 var results: [[String: Any]] = []
 print("")
 let peerColumns = peers.map { "\($0.name) tok/s (ratio)".padding(toLength: 28, withPad: " ", startingAt: 0) }.joined(separator: " ")
-print("threads  pair        test    Shrink tok/s  \(peerColumns) decode bytes/token × tok/s of read bw (during the rounds)")
+print("threads  pair        test    Shrink tok/s  \(peerColumns) decode bytes/token × tok/s, of the bw sustained before each run: median (range)")
 for threads in threadCounts {
     struct Runner {
         let pair: Pair
@@ -210,21 +215,24 @@ for threads in threadCounts {
         _ = try runDecode(runner)
     }
     for _ in 0..<rounds {
-        samples["probe", default: []].append(MemoryBandwidth.read(threads: threads, passes: 2))
         for runner in runners {
             let label = runner.pair.label
             samples["\(label) Shrink prompt", default: []].append(try runPrompt(runner))
             for peer in peers {
                 samples["\(label) \(peer.name) prompt", default: []].append(peerRate(peer, file: runner.pair.peerFile, threads: threads, prompt: promptLength, decode: 0))
             }
-            samples["\(label) Shrink decode", default: []].append(try runDecode(runner))
+            let streamed = decodeLength * runner.decoder.streamedBytesPerToken
+            let sustained = probe.sustained(threads: threads, bytes: streamed)
+            let rate = try runDecode(runner)
+            samples["\(label) Shrink decode", default: []].append(rate)
+            samples["\(label) probe", default: []].append(sustained)
+            samples["\(label) fraction", default: []].append(Double(runner.decoder.streamedBytesPerToken) * rate / 1e9 / sustained)
             for peer in peers {
                 samples["\(label) \(peer.name) decode", default: []].append(peerRate(peer, file: runner.pair.peerFile, threads: threads, prompt: 0, decode: decodeLength))
             }
         }
     }
-    let roundBandwidth = median(samples["probe"]!)
-    roundBandwidths[threads] = roundBandwidth
+    roundBandwidths[threads] = median(runners.flatMap { samples["\($0.pair.label) probe"]! })
     for runner in runners {
         let label = runner.pair.label
         for (test, name) in [("prompt", "pp\(promptLength)"), ("decode", "tg\(decodeLength)")] {
@@ -241,24 +249,27 @@ for threads in threadCounts {
             var streamed = ""
             if test == "decode" {
                 let bytes = Double(runner.decoder.streamedBytesPerToken)
-                let fraction = bytes * mine / 1e9 / roundBandwidth
-                streamed = String(format: "%.1f MB × %.0f = %.1f GB/s, %.2f", bytes / 1e6, mine, bytes * mine / 1e9, fraction)
+                let fractions = samples["\(label) fraction"]!, fraction = median(fractions)
+                streamed = String(format: "%.1f MB × %.0f = %.1f GB/s, %.2f (%.2f–%.2f)", bytes / 1e6, mine, bytes * mine / 1e9, fraction,
+                                  fractions.min()!, fractions.max()!)
                 entry["streamed_bytes_per_token"] = bytes
                 entry["read_bandwidth_fraction"] = fraction
+                entry["read_bandwidth_fractions"] = fractions
+                entry["sustained_read_bandwidth_gb_per_second"] = samples["\(label) probe"]!
             }
             results.append(entry)
             print(String(format: "%7d  %@ %@ %12.1f  %@ %@", threads, label.padding(toLength: 11, withPad: " ", startingAt: 0) as NSString,
                          name.padding(toLength: 7, withPad: " ", startingAt: 0) as NSString, mine, cells as NSString, streamed as NSString))
         }
     }
-    print(String(format: "        (read bandwidth during the %d-thread rounds: median %.1f GB/s)", threads, roundBandwidth))
+    print(String(format: "        (read bandwidth sustained before the %d-thread decode runs: median %.1f GB/s)", threads, roundBandwidths[threads]!))
     if sink.isNaN { print("(NaN logits)") }
 }
 
 if let jsonPath {
     let object: [String: Any] = ["peers": peers.map { ["name": $0.name, "llama_bench": $0.bench] }, "perplexity_checks": checks,
-                                 "read_bandwidth_gb_per_second": Dictionary(uniqueKeysWithValues: bandwidth.map { ("\($0.key)", $0.value) }),
-                                 "read_bandwidth_during_rounds_gb_per_second": Dictionary(uniqueKeysWithValues: roundBandwidths.map { ("\($0.key)", $0.value) }),
+                                 "peak_read_bandwidth_gb_per_second": Dictionary(uniqueKeysWithValues: bandwidth.map { ("\($0.key)", $0.value) }),
+                                 "sustained_read_bandwidth_gb_per_second": Dictionary(uniqueKeysWithValues: roundBandwidths.map { ("\($0.key)", $0.value) }),
                                  "rounds": rounds, "results": results]
     try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys]).write(to: URL(fileURLWithPath: jsonPath))
     print("\nWrote \(jsonPath)")
