@@ -18,6 +18,15 @@ import ShrinkCore
 /// windows of candidates around the boundaries found (a superset of the current solution, so
 /// never worse), followed by the same refinement. Centroids are always exact weighted
 /// means of their runs.
+///
+/// **What is guaranteed.** Up to `exactLimit` distinct values: the optimum. Above: optimal among
+/// clusterings with boundaries at the candidates, then never worse for the refinement, and no
+/// worse than Lloyd + k-means++ on any MiniLM layer (`MiniLMKMeansTests`). No bound on the gap
+/// to the optimum is proven. Measured against the exact program (`exactLimit: .max`) on all
+/// 36 encoder layers of all-MiniLM-L6-v2: the optimum at k = 4, relative excess squared error
+/// at most 1.0e-5 at k = 8, 2.7e-5 at 16 and 8.9e-4 at 64. The exact program over every
+/// distinct value of those layers takes up to 0.8 s (k = 16) and 2.4 s (k = 64) per layer,
+/// against 0.02–0.04 s for the fallback.
 public enum OptimalKMeans1D {
     /// The default limit of distinct values clustered exactly.
     public static let defaultExactLimit = 2048

@@ -59,6 +59,38 @@ import ShrinkTestSupport
 
 /// Needs the real model (`scripts/fetch-models.py minilm`).
 @Suite struct MiniLMKMeansTests {
+    /// On random subsets of 8 values of real layers (few enough to try every assignment, not only
+    /// contiguous runs), the clustering is the optimum, with and without importance weights.
+    @Test func matchesBruteForceOnSubsetsOfRealLayers() throws {
+        let file = try SafetensorsFile(path: TestModels.miniLM + "/model.safetensors")
+        var generator = SeededGenerator(seed: 2024)
+        for name in ["encoder.layer.0.attention.self.query.weight", "encoder.layer.2.intermediate.dense.weight", "encoder.layer.5.output.dense.weight"] {
+            let values = try file.tensor(named: name).floats()
+            for trial in 0..<12 {
+                let subset = (0..<8).map { _ in values[Int.random(in: 0..<values.count, using: &generator)] }
+                let weights = trial % 2 == 0 ? [Float](repeating: 1, count: 8) : (0..<8).map { _ in Float.random(in: 0.1...2, using: &generator) }
+                let k = 2 + trial % 3
+                let expected = KMeansTests.bruteForce(subset, weights, k: k)
+                let result = OptimalKMeans1D.cluster(subset, importance: weights, k: k)
+                #expect(abs(result.squaredError - expected) <= 1e-9 * max(expected, 1e-30), "\(name) trial \(trial): \(result.squaredError) vs \(expected)")
+            }
+        }
+    }
+
+    /// Above `defaultExactLimit` distinct values the clustering is a heuristic; on real layers it
+    /// stays within 1e-4 (k ≤ 16) and 2e-3 (k = 64) of the exact program run over every distinct
+    /// value (on all 36 layers: 0 at k = 4, at most 1.0e-5 at 8, 2.7e-5 at 16, 8.9e-4 at 64).
+    @Test(arguments: [4, 16, 64])
+    func largeTensorsStayCloseToTheExactOptimum(k: Int) throws {
+        let file = try SafetensorsFile(path: TestModels.miniLM + "/model.safetensors")
+        let values = try file.tensor(named: "encoder.layer.3.attention.self.query.weight").floats()
+        #expect(Set(values).count > OptimalKMeans1D.defaultExactLimit)
+        let exact = OptimalKMeans1D.cluster(values, k: k, exactLimit: Int.max)
+        let fallback = OptimalKMeans1D.cluster(values, k: k)
+        #expect(exact.squaredError <= fallback.squaredError * (1 + 1e-12))
+        #expect(fallback.squaredError <= exact.squaredError * (1 + (k <= 16 ? 1e-4 : 2e-3)), "gap \(fallback.squaredError / exact.squaredError - 1)")
+    }
+
     /// The optimal clustering (with its large-tensor fallback) is never worse than Lloyd's
     /// algorithm seeded by k-means++ on any encoder linear layer of all-MiniLM-L6-v2.
     @Test(arguments: [2, 3, 4])
