@@ -9,9 +9,9 @@ import ShrinkCore
 /// `keyCapacity` positions transposed in tiles of 16 (`headSize` rows of 16 positions each:
 /// `keys[h · headSize · keyCapacity + (j / 16) · 16 · headSize + d · 16 + j % 16]`), so that a
 /// decoded token reads each head's keys as one contiguous run, and values per position,
-/// `keyValueHeads × headSize` in a row. O(rows · heads · positions ·
-/// headSize); the work is cut into units of one key/value head and a block of up to `blockRows`
-/// rows, which the threads take in turn.
+/// `keyValueHeads × headSize` in a row. O(rows · heads · positions · headSize); the work is cut
+/// into units of one key/value head and a block of up to `blockRows` rows, which the threads take
+/// in turn.
 public enum CausalAttention {
     /// Query rows per unit of work.
     public static let blockRows = 16
@@ -28,10 +28,19 @@ public enum CausalAttention {
     /// The positions a cache of `capacity` positions holds keys for (rounded up to a whole tile of 16).
     public static func keyCapacity(_ capacity: Int) -> Int { (capacity + 15) / 16 * 16 }
 
-    /// Where dimension `dimension` of key/value head `head`'s key at `position` sits in the tiled keys.
-    @inlinable
-    public static func keyIndex(head: Int, dimension: Int, position: Int, headSize: Int, keyCapacity: Int) -> Int {
-        head * headSize * keyCapacity + position / 16 * 16 * headSize + dimension * 16 + position % 16
+    /// Writes `rows` keys, row-major (`keyValueHeads × headSize` floats each), into the tiled keys
+    /// at positions `start…`: dimension `d` of head `h` at position `j` goes to
+    /// `keys[h · headSize · keyCapacity + (j / 16) · 16 · headSize + d · 16 + j % 16]`.
+    public static func storeKeys(_ batch: UnsafePointer<Float>, rows: Int, start: Int, keyValueHeads: Int, headSize: Int,
+                                 keyCapacity: Int, into keys: UnsafeMutablePointer<Float>) {
+        for row in 0..<rows {
+            let position = start + row, source = batch + row * keyValueHeads * headSize
+            let tile = keys + position / 16 * 16 * headSize + position % 16
+            for head in 0..<keyValueHeads {
+                let target = tile + head * headSize * keyCapacity, key = source + head * headSize
+                for d in 0..<headSize { target[d * 16] = key[d] }
+            }
+        }
     }
 
     /// - Parameters:

@@ -285,16 +285,11 @@ public final class DecoderState {
 
     /// Writes the batch's keys (tiled) and values to the cache at positions `position…`.
     func store(layer: Int, rows: Int) {
-        let start = position, valueStride = valueStride, headSize = headSize, keyCapacity = keyCapacity
+        let start = position, valueStride = valueStride
         keys[layer].withUnsafeMutableBufferPointer { cache in
             key.withUnsafeBufferPointer { batch in
-                for row in 0..<rows {
-                    for column in 0..<valueStride {
-                        let (head, d) = column.quotientAndRemainder(dividingBy: headSize)
-                        cache[CausalAttention.keyIndex(head: head, dimension: d, position: start + row, headSize: headSize, keyCapacity: keyCapacity)] =
-                            batch[row * valueStride + column]
-                    }
-                }
+                CausalAttention.storeKeys(batch.baseAddress!, rows: rows, start: start, keyValueHeads: valueStride / headSize, headSize: headSize,
+                                          keyCapacity: keyCapacity, into: cache.baseAddress!)
             }
         }
         values[layer].withUnsafeMutableBufferPointer { cache in

@@ -96,11 +96,13 @@ import ShrinkTestSupport
         // The cache's tiled keys; the padding past the last position is left NaN (the kernels must not use it).
         let keyCapacity = CausalAttention.keyCapacity(positions)
         var tiled = [Float](repeating: .nan, count: stride * keyCapacity)
-        for j in 0..<positions {
-            for column in 0..<stride {
-                let index = CausalAttention.keyIndex(head: column / headSize, dimension: column % headSize, position: j, headSize: headSize,
-                                                     keyCapacity: keyCapacity)
-                tiled[index] = keys[j * stride + column]
+        // Stored in two batches, as a cache fills: the prompt's rows, then the rest.
+        keys.withUnsafeBufferPointer { batch in
+            tiled.withUnsafeMutableBufferPointer { cache in
+                for range in [0..<start, start..<positions] where !range.isEmpty {
+                    CausalAttention.storeKeys(batch.baseAddress! + range.lowerBound * stride, rows: range.count, start: range.lowerBound,
+                                              keyValueHeads: kvHeads, headSize: headSize, keyCapacity: keyCapacity, into: cache.baseAddress!)
+                }
             }
         }
         var context = [Float](repeating: .nan, count: rows * heads * headSize)
