@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Decode a Shrink compressed model with numpy alone, from the layout documented in README.md
-("Compressed models"), and compare every tensor with the dense model Shrink's decompress wrote.
+"""Decode a Shrink compressed model with numpy alone, from the layout documented in docs/FORMAT.md,
+and compare every tensor with the dense model Shrink's decompress wrote.
 
     compressed_crosscheck.py <compressed.safetensors> <dense.safetensors>
 

@@ -5,7 +5,7 @@ import ShrinkIO
 import ShrinkTestSupport
 
 /// Another tool can read the compressed container from its documentation alone: a numpy decoder
-/// written from README.md ("Compressed models") decodes every tensor bit for bit like Shrink's
+/// written from docs/FORMAT.md decodes every tensor bit for bit like Shrink's
 /// `decompress`. Needs python3 with safetensors and numpy (the test command installs them).
 @Suite struct ContainerCrossCheckTests {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
