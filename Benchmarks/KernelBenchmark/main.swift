@@ -80,18 +80,26 @@ func median(repetitions: Int, warmUp: Int = 3, _ body: (Int) -> Void) -> Double 
     return times.sorted()[times.count / 2]
 }
 
-var prunedPalette = EncodingCatalog.palettize(4)
-prunedPalette.prune = .nOfM(n: 2, m: 4)
+/// 2:4 pruning, then a 4-bit palette with `lut` entries.
+func prunedPalette(lut: DType) -> OpCompressionConfig {
+    var config = EncodingCatalog.palettize(4, lut: lut)
+    config.prune = .nOfM(n: 2, m: 4)
+    return config
+}
+// Palettes with int8 LUTs run on 8-bit codes; with f16 LUTs on 16-bit codes in two planes.
 let encodings: [(String, OpCompressionConfig)] = [
     ("int8 per-channel", EncodingCatalog.quantize(8, symmetric: true, .perChannel(axis: 0))),
     ("uint4 affine block 32", EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32))),
     ("uint4 block 32 int scales", EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32), scale: .u8)),
     ("uint4 block 64 int scales", EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 64), scale: .u8)),
-    ("palette 4-bit", EncodingCatalog.palettize(4)),
-    ("palette 6-bit", EncodingCatalog.palettize(6)),
-    ("palette 8-bit", EncodingCatalog.palettize(8)),
-    ("palette 2-bit", EncodingCatalog.palettize(2)),
-    ("2:4 + palette 4-bit", prunedPalette),
+    ("palette 4-bit int8 LUT", EncodingCatalog.palettize(4, lut: .i8)),
+    ("palette 6-bit int8 LUT", EncodingCatalog.palettize(6, lut: .i8)),
+    ("palette 8-bit int8 LUT", EncodingCatalog.palettize(8, lut: .i8)),
+    ("palette 2-bit int8 LUT", EncodingCatalog.palettize(2, lut: .i8)),
+    ("2:4 + palette 4-bit int8 LUT", prunedPalette(lut: .i8)),
+    ("palette 4-bit f16 LUT", EncodingCatalog.palettize(4)),
+    ("palette 2-bit f16 LUT", EncodingCatalog.palettize(2)),
+    ("2:4 + palette 4-bit f16 LUT", prunedPalette(lut: .f16)),
 ]
 let ggmlTypes: [GGMLType] = [.q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K, .iq4_NL, .iq4_XS]
 

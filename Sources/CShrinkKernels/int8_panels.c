@@ -67,16 +67,19 @@ VNNI INLINE __m512i channel_bytes(__m128i values) {
 /// scale; each weight block's sum is multiplied by its weight scale and, unless the tile is
 /// centered (byte codes q - z + 128 against dots that start at -128 * sum(q_x)), loses its offset
 /// times the activations' block sums. Scaling once per weight block instead of once per activation
-/// block: MiniLM int8 and palettes 5–7 % faster (1 thread, batch 1 and 32).
-VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit, const uint8_t *luts, int centered,
+/// block: MiniLM int8 and palettes 5–7 % faster (1 thread, batch 1 and 32). With `low` (two planes:
+/// the low LUTs of nibble panels, or the low byte panels, at the panels' offsets), a second dot per
+/// row and panel takes the low bytes and each block's integer is (high << 8) + low.
+VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit, const uint8_t *luts, const uint8_t *low, int centered,
                       size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets, size_t panel_floats,
                       const int8_t *xq, const float *xscales, const float *xsums, const int32_t *xisums, int mr, float *y, size_t ldy,
                       size_t n0, size_t n, const float *bias) {
     const size_t blocks = kpad / 32;
     const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
-    __m512i table[2];
+    __m512i table[2], low_table[2];
     for (int p = 0; p < np; p++) {
         table[p] = luts ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(luts + p * 16))) : _mm512_setzero_si512();
+        low_table[p] = luts && low ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(low + p * 16))) : _mm512_setzero_si512();
     }
     __m512 acc[MAX_TILE_ROWS][2];
     for (int m = 0; m < mr; m++)
@@ -96,19 +99,23 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
         size_t end = block + blocks_per_wblock < blocks ? block + blocks_per_wblock : blocks;
         for (; block < end; block++) {
             // Centered codes (q - z + 128) start from -128 * sum(q_x), leaving sum((q - z) * q_x).
-            __m512i dot[MAX_TILE_ROWS][2];
+            __m512i dot[MAX_TILE_ROWS][2], low_dot[MAX_TILE_ROWS][2];
             for (int m = 0; m < mr; m++) {
                 __m512i start = centered ? _mm512_set1_epi32(-128 * xisums[m * blocks + block]) : _mm512_setzero_si512();
-                for (int p = 0; p < np; p++) dot[m][p] = start;
+                for (int p = 0; p < np; p++) dot[m][p] = start, low_dot[m][p] = _mm512_setzero_si512();
             }
             const int8_t *xb = xq + block * 32;
             if (four_bit) {
                 for (int t = 0; t < 4; t++) {
-                    __m512i lo[2], hi[2];
+                    __m512i lo[2], hi[2], low_lo[2], low_hi[2];
                     for (int p = 0; p < np; p++) {
                         __m512i v = _mm512_loadu_si512(w + p * panel_bytes + block * 256 + t * 64);
                         lo[p] = _mm512_and_si512(v, low_nibbles);
                         hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
+                        if (luts && low) {
+                            low_lo[p] = _mm512_shuffle_epi8(low_table[p], lo[p]);
+                            low_hi[p] = _mm512_shuffle_epi8(low_table[p], hi[p]);
+                        }
                         if (luts) {
                             lo[p] = _mm512_shuffle_epi8(table[p], lo[p]);
                             hi[p] = _mm512_shuffle_epi8(table[p], hi[p]);
@@ -120,19 +127,32 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
                         for (int p = 0; p < np; p++) {
                             dot[m][p] = _mm512_dpbusd_epi32(dot[m][p], lo[p], x0);
                             dot[m][p] = _mm512_dpbusd_epi32(dot[m][p], hi[p], x1);
+                            if (luts && low) {
+                                low_dot[m][p] = _mm512_dpbusd_epi32(low_dot[m][p], low_lo[p], x0);
+                                low_dot[m][p] = _mm512_dpbusd_epi32(low_dot[m][p], low_hi[p], x1);
+                            }
                         }
                     }
                 }
             } else {
                 for (int q = 0; q < 8; q++) {
-                    __m512i v[2];
-                    for (int p = 0; p < np; p++) v[p] = _mm512_loadu_si512(w + p * panel_bytes + block * 512 + q * 64);
+                    __m512i v[2], low_v[2];
+                    for (int p = 0; p < np; p++) {
+                        v[p] = _mm512_loadu_si512(w + p * panel_bytes + block * 512 + q * 64);
+                        if (low) low_v[p] = _mm512_loadu_si512(low + p * panel_bytes + block * 512 + q * 64);
+                    }
                     for (int m = 0; m < mr; m++) {
                         __m512i xv = _mm512_set1_epi32(*(const int32_t *)(xb + m * kpad + q * 4));
-                        for (int p = 0; p < np; p++) dot[m][p] = _mm512_dpbusd_epi32(dot[m][p], v[p], xv);
+                        for (int p = 0; p < np; p++) {
+                            dot[m][p] = _mm512_dpbusd_epi32(dot[m][p], v[p], xv);
+                            if (low) low_dot[m][p] = _mm512_dpbusd_epi32(low_dot[m][p], low_v[p], xv);
+                        }
                     }
                 }
             }
+            if (low)
+                for (int m = 0; m < mr; m++)
+                    for (int p = 0; p < np; p++) dot[m][p] = _mm512_add_epi32(_mm512_slli_epi32(dot[m][p], 8), low_dot[m][p]);
             for (int m = 0; m < mr; m++) {
                 __m512 xs = _mm512_set1_ps(xscales[m * blocks + block]);
                 block_sum[m] += xsums[m * blocks + block];
@@ -212,7 +232,8 @@ VNNI INLINE void integer_scaled_tile(const uint8_t *w, const uint8_t *zero_point
 }
 
 #define TILE(MR, NP) \
-    tile(w + panel * panel_bytes, panel_bytes, NP, four_bit, luts ? luts + panel * 16 : NULL, centered, kpad, blocks_per_wblock, \
+    tile(w + panel * panel_bytes, panel_bytes, NP, four_bit, luts ? luts + panel * 16 : NULL,                                \
+         low ? low + panel * (four_bit ? 16 : panel_bytes) : NULL, centered, kpad, blocks_per_wblock,                            \
          scales + panel * panel_floats, offsets + panel * panel_floats, panel_floats, xq + m * kpad, xscales + m * blocks, xsums + m * blocks, xisums + m * blocks, \
          MR, y + m * ldy, ldy, panel * 16, n, bias)
 
@@ -236,7 +257,8 @@ VNNI INLINE void integer_scaled_tile(const uint8_t *w, const uint8_t *zero_point
         }                                                                              \
     } while (0)
 
-#define NIBBLE_TILES(mr)                   \
+/// Tiles of one panel and mr rows (the callers' TOP caps mr: 8 for nibble panels, 6 for two planes).
+#define ONE_PANEL_TILES(mr)                \
     switch (mr) {                          \
     case 1: TILE(1, 1); break;             \
     case 2: TILE(2, 1); break;             \
@@ -247,6 +269,10 @@ VNNI INLINE void integer_scaled_tile(const uint8_t *w, const uint8_t *zero_point
     case 7: TILE(7, 1); break;             \
     default: TILE(8, 1); break;            \
     }
+
+/// The most rows a two-plane tile holds (one panel; a second dot per row and a second table or
+/// load per octet).
+#define TWO_PLANE_TILE_ROWS 6
 
 #define INTEGER_SCALED_TILES(mr)                     \
     switch (mr) {                                    \
@@ -262,9 +288,9 @@ VNNI INLINE void integer_scaled_tile(const uint8_t *w, const uint8_t *zero_point
     default: INTEGER_SCALED_TILE(10); break;         \
     }
 
-/// The walk over tiles of one kind of panel: nibble panels (unpacked in every tile) in tall
-/// tiles, byte panels (centered or not) in tiles of 4 rows by 2 panels.
-VNNI INLINE void gemm_panels(const uint8_t *w, int four_bit, const uint8_t *luts, int centered, size_t n, size_t kpad,
+/// The walk over tiles of one kind of panel: nibble panels (unpacked in every tile) and two-plane
+/// panels in tall tiles of one panel, byte panels (centered or not) in tiles of 4 rows by 2 panels.
+VNNI INLINE void gemm_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *low, int centered, size_t n, size_t kpad,
                              size_t blocks_per_wblock, const float *scales, const float *offsets, size_t panel_begin,
                              size_t panel_end, const int8_t *xq, const float *xscales, const float *xsums, const int32_t *xisums,
                              size_t rows, float *y, size_t ldy, const float *bias) {
@@ -272,25 +298,30 @@ VNNI INLINE void gemm_panels(const uint8_t *w, int four_bit, const uint8_t *luts
     const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
     const size_t panel_floats = wblocks * 16;
     const size_t panel_bytes = four_bit ? kpad * 8 : kpad * 16;
-    if (four_bit) {
-        TALL_TILES(MAX_TILE_ROWS, NIBBLE_TILES);
+    if (low) {
+        TALL_TILES(TWO_PLANE_TILE_ROWS, ONE_PANEL_TILES);
+    } else if (four_bit) {
+        TALL_TILES(MAX_TILE_ROWS, ONE_PANEL_TILES);
     } else {
         SHRINK_FOR_EACH_TILE(rows, panel_begin, panel_end, 4, TILE);
     }
 }
 
 /// Nibble panels [begin, end) widened to byte panels (LUT applied) in `out`: each 64-byte octet
-/// becomes the two 64-byte quads it holds. With `zero_points` (u8, laid out like the scales), each
+/// becomes the two 64-byte quads it holds; with `low` LUTs, the low plane likewise in `out_low`.
+/// With `zero_points` (u8, laid out like the scales), each
 /// code q becomes q - z + 128 for its channel's and weight block's zero point z ("centered"), and
 /// with `multipliers` too, (q - z) * m + 128 ("integer-scaled").
-VNNI static void widen_panels(const uint8_t *w, const uint8_t *luts, const uint8_t *zero_points, const uint8_t *multipliers,
-                              size_t blocks_per_wblock, size_t panel_floats, size_t kpad, size_t begin, size_t end, uint8_t *out) {
+VNNI static void widen_panels(const uint8_t *w, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
+                              const uint8_t *multipliers, size_t blocks_per_wblock, size_t panel_floats, size_t kpad, size_t begin,
+                              size_t end, uint8_t *out, uint8_t *out_low) {
     const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
     const __m128i bias = _mm_set1_epi8((char)128);
     for (size_t panel = begin; panel < end; panel++) {
         const uint8_t *source = w + panel * kpad * 8;
-        uint8_t *target = out + (panel - begin) * kpad * 16;
+        uint8_t *target = out + (panel - begin) * kpad * 16, *low_target = out_low + (panel - begin) * kpad * 16;
         __m512i table = luts ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(luts + panel * 16))) : _mm512_setzero_si512();
+        __m512i low_table = low ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(low + panel * 16))) : _mm512_setzero_si512();
         __m512i shift = _mm512_setzero_si512(), factor = _mm512_setzero_si512();
         size_t wblock = (size_t)-1;
         for (size_t octet = 0; octet < kpad / 8; octet++) {
@@ -309,6 +340,10 @@ VNNI static void widen_panels(const uint8_t *w, const uint8_t *luts, const uint8
             }
             __m512i v = _mm512_loadu_si512(source + octet * 64);
             __m512i lo = _mm512_and_si512(v, low_nibbles), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
+            if (low) {
+                _mm512_storeu_si512(low_target + octet * 128, _mm512_shuffle_epi8(low_table, lo));
+                _mm512_storeu_si512(low_target + octet * 128 + 64, _mm512_shuffle_epi8(low_table, hi));
+            }
             if (luts) {
                 lo = _mm512_shuffle_epi8(table, lo);
                 hi = _mm512_shuffle_epi8(table, hi);
@@ -325,11 +360,11 @@ VNNI static void widen_panels(const uint8_t *w, const uint8_t *luts, const uint8
 
 /// gemm_panels with the kind of panel as constants (so that each call site compiles to a kernel of
 /// its own), the weights' scales and offsets from panel FIRST on.
-#define PANELS(W, FOUR_BIT, LUTS, CENTERED, N, FIRST, BEGIN, END, Y, BIAS)                                                    \
-    gemm_panels(W, FOUR_BIT, LUTS, CENTERED, N, kpad, blocks_per_wblock, scales + (FIRST) * panel_floats,                  \
+#define PANELS(W, FOUR_BIT, LUTS, LOW, CENTERED, N, FIRST, BEGIN, END, Y, BIAS)                                               \
+    gemm_panels(W, FOUR_BIT, LUTS, LOW, CENTERED, N, kpad, blocks_per_wblock, scales + (FIRST) * panel_floats,                  \
                 offsets + (FIRST) * panel_floats, BEGIN, END, xq, xscales, xsums, xisums, rows, Y, ldy, BIAS)
 
-VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points,
+VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
                                   const uint8_t *multipliers, const float *channel_scales, size_t n,
                                   size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                                   size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
@@ -337,31 +372,36 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t 
     const size_t blocks = kpad / 32;
     const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
     const size_t panel_floats = wblocks * 16;
-    if (!four_bit || luts) zero_points = NULL;
+    if (four_bit && !luts) low = NULL;
+    if (!four_bit || luts || low) zero_points = NULL;
     if (!zero_points || !channel_scales) multipliers = NULL;
     if (four_bit && rows >= SHRINK_WIDEN_FROM_ROWS) {
+        // A pair of widened panels, and the pair's low plane after it.
         static __thread uint8_t *widened = NULL;
         static __thread size_t capacity = 0;
-        if (capacity < 2 * kpad * 16) {
+        if (capacity < 4 * kpad * 16) {
             free(widened);
-            widened = aligned_alloc(64, 2 * kpad * 16);
-            capacity = widened ? 2 * kpad * 16 : 0;
+            widened = aligned_alloc(64, 4 * kpad * 16);
+            capacity = widened ? 4 * kpad * 16 : 0;
         }
         if (widened) {
+            uint8_t *widened_low = widened + 2 * kpad * 16;
             for (size_t first = panel_begin; first < panel_end; first += 2) {
                 size_t last = first + 2 < panel_end ? first + 2 : panel_end;
-                widen_panels(w, luts, zero_points, multipliers, blocks_per_wblock, panel_floats, kpad, first, last, widened);
+                widen_panels(w, luts, low, zero_points, multipliers, blocks_per_wblock, panel_floats, kpad, first, last, widened, widened_low);
                 // The pair as panels 0 and 1 of their own: channels, tables and outputs from `first`.
                 const float *pair_bias = bias ? bias + first * 16 : NULL;
                 if (multipliers) {
                     // One weight block per row, scaled by the channel scales.
                     const float *pair_scales = channel_scales + first * 16;
-                    gemm_panels(widened, 0, NULL, 1, n - first * 16, kpad, blocks, pair_scales, pair_scales, 0, last - first, xq,
+                    gemm_panels(widened, 0, NULL, NULL, 1, n - first * 16, kpad, blocks, pair_scales, pair_scales, 0, last - first, xq,
                                 xscales, xsums, xisums, rows, y + first * 16, ldy, pair_bias);
                 } else if (zero_points) {
-                    PANELS(widened, 0, NULL, 1, n - first * 16, first, 0, last - first, y + first * 16, pair_bias);
+                    PANELS(widened, 0, NULL, NULL, 1, n - first * 16, first, 0, last - first, y + first * 16, pair_bias);
+                } else if (low) {
+                    PANELS(widened, 0, NULL, widened_low, 0, n - first * 16, first, 0, last - first, y + first * 16, pair_bias);
                 } else {
-                    PANELS(widened, 0, NULL, 0, n - first * 16, first, 0, last - first, y + first * 16, pair_bias);
+                    PANELS(widened, 0, NULL, NULL, 0, n - first * 16, first, 0, last - first, y + first * 16, pair_bias);
                 }
             }
             return;
@@ -370,14 +410,18 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t 
     if (multipliers) {
         TALL_TILES(INTEGER_SCALED_TILE_ROWS, INTEGER_SCALED_TILES);
     } else if (!four_bit && !offsets) {
-        gemm_panels(w, 0, NULL, 1, n, kpad, blocks_per_wblock, scales, NULL, panel_begin, panel_end, xq, xscales, xsums, xisums, rows,
+        gemm_panels(w, 0, NULL, NULL, 1, n, kpad, blocks_per_wblock, scales, NULL, panel_begin, panel_end, xq, xscales, xsums, xisums, rows,
                     y, ldy, bias);
+    } else if (!four_bit && low) {
+        PANELS(w, 0, NULL, low, 0, n, 0, panel_begin, panel_end, y, bias);
     } else if (!four_bit) {
-        PANELS(w, 0, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+        PANELS(w, 0, NULL, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else if (low) {
+        PANELS(w, 1, luts, low, 0, n, 0, panel_begin, panel_end, y, bias);
     } else if (luts) {
-        PANELS(w, 1, luts, 0, n, 0, panel_begin, panel_end, y, bias);
+        PANELS(w, 1, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     } else {
-        PANELS(w, 1, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+        PANELS(w, 1, NULL, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     }
 }
 
@@ -409,12 +453,12 @@ void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, 
     (void)x, (void)rows, (void)k, (void)ldx, (void)kpad, (void)xq, (void)scales, (void)sums, (void)integer_sums;
 }
 
-void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points,
+void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
                              const uint8_t *multipliers, const float *channel_scales, size_t n,
                              size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                              size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
                              const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias) {
-    (void)w, (void)four_bit, (void)luts, (void)zero_points, (void)multipliers, (void)channel_scales, (void)n, (void)kpad, (void)blocks_per_wblock, (void)scales, (void)offsets;
+    (void)w, (void)four_bit, (void)luts, (void)low, (void)zero_points, (void)multipliers, (void)channel_scales, (void)n, (void)kpad, (void)blocks_per_wblock, (void)scales, (void)offsets;
     (void)panel_begin, (void)panel_end, (void)xq, (void)xscales, (void)xsums, (void)xisums, (void)rows, (void)y, (void)ldy, (void)bias;
 }
 

@@ -69,8 +69,9 @@ AVX2 void shrink_quantize_rows_s8_avx2(const float *x, size_t rows, size_t k, si
 /// One register tile: `mr` (<= 4) activation rows times the 8 channels of half `h` of one panel
 /// (bytes 32h..32h+31 of every 64-byte group), over the whole input. Zero points and multipliers
 /// change every `zm_blocks` activation blocks (the codes' weight blocks; in the integer-scaled form
-/// the scales have one block per row).
-AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const uint8_t *zero_points, const uint8_t *multipliers,
+/// the scales have one block per row). With `low` (two planes: the panel's low LUT, or its low byte
+/// panel), a second dot takes the low bytes and each block's integer is (high << 8) + low.
+AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const uint8_t *low, const uint8_t *zero_points, const uint8_t *multipliers,
                       size_t zm_blocks, int h, size_t kpad,
                       size_t blocks_per_wblock, const float *scales, const float *offsets, const int8_t *xq, const float *xscales,
                       const float *xsums, const int32_t *xisums, int mr, float *y, size_t ldy, size_t first, size_t n,
@@ -80,6 +81,7 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i table = lut ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lut)) : _mm256_setzero_si256();
+    const __m256i low_table = lut && low ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)low)) : _mm256_setzero_si256();
     // Codes that can exceed 15 go through the signed form (q - 128); see the top of the file.
     const int signed_form = !four_bit || lut != NULL;
     // Centered byte codes (no offsets): the signed form's q - 128 is the weight's integer itself.
@@ -99,24 +101,31 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
             const size_t zm = (block / zm_blocks) * 16 + (size_t)h * 8;
             const __m256i z = zero_points ? _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zero_points + zm)))
                                           : _mm256_setzero_si256();
-            __m256i dot[4];
+            __m256i dot[4], low_dot[4];
             for (int m = 0; m < mr; m++) {
                 int32_t integer_sum = xisums[m * blocks + block];
                 dot[m] = centered_bytes ? _mm256_setzero_si256()
                          : signed_form ? _mm256_set1_epi32(128 * integer_sum)
                          : zero_points ? _mm256_mullo_epi32(z, _mm256_set1_epi32(-integer_sum))
                                        : _mm256_setzero_si256();
+                low_dot[m] = _mm256_set1_epi32(128 * integer_sum);
             }
             const int8_t *xb = xq + block * 32;
             if (four_bit) {
                 for (int t = 0; t < 4; t++) {
                     __m256i v = _mm256_loadu_si256((const __m256i *)(w + block * 256 + t * 64 + h * 32));
                     __m256i lo = _mm256_and_si256(v, low_nibbles), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low_nibbles);
+                    __m256i low_lo = _mm256_setzero_si256(), low_hi = _mm256_setzero_si256();
+                    if (lut && low) {
+                        low_lo = _mm256_xor_si256(_mm256_shuffle_epi8(low_table, lo), flip);
+                        low_hi = _mm256_xor_si256(_mm256_shuffle_epi8(low_table, hi), flip);
+                    }
                     if (lut) {
                         lo = _mm256_xor_si256(_mm256_shuffle_epi8(table, lo), flip);
                         hi = _mm256_xor_si256(_mm256_shuffle_epi8(table, hi), flip);
                     }
                     const __m256i lo_magnitude = lut ? _mm256_abs_epi8(lo) : lo, hi_magnitude = lut ? _mm256_abs_epi8(hi) : hi;
+                    const __m256i low_lo_magnitude = _mm256_abs_epi8(low_lo), low_hi_magnitude = _mm256_abs_epi8(low_hi);
                     for (int m = 0; m < mr; m++) {
                         __m256i x0 = _mm256_set1_epi32(*(const int32_t *)(xb + m * kpad + t * 8));
                         __m256i x1 = _mm256_set1_epi32(*(const int32_t *)(xb + m * kpad + t * 8 + 4));
@@ -124,6 +133,11 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
                             __m256i p0 = _mm256_maddubs_epi16(lo_magnitude, _mm256_sign_epi8(x0, lo));
                             __m256i p1 = _mm256_maddubs_epi16(hi_magnitude, _mm256_sign_epi8(x1, hi));
                             dot[m] = _mm256_add_epi32(dot[m], _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)));
+                            if (low) {
+                                __m256i q0 = _mm256_maddubs_epi16(low_lo_magnitude, _mm256_sign_epi8(x0, low_lo));
+                                __m256i q1 = _mm256_maddubs_epi16(low_hi_magnitude, _mm256_sign_epi8(x1, low_hi));
+                                low_dot[m] = _mm256_add_epi32(low_dot[m], _mm256_add_epi32(_mm256_madd_epi16(q0, ones), _mm256_madd_epi16(q1, ones)));
+                            }
                         } else {
                             // Nibble products: the two int16 pair sums add up to at most 4 * 15 * 127.
                             __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_maddubs_epi16(hi, x1));
@@ -135,12 +149,21 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
                 for (int q = 0; q < 8; q++) {
                     __m256i s = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w + block * 512 + q * 64 + h * 32)), flip);
                     __m256i magnitude = _mm256_abs_epi8(s);
+                    __m256i low_s = low ? _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(low + block * 512 + q * 64 + h * 32)), flip)
+                                        : _mm256_setzero_si256();
+                    __m256i low_magnitude = _mm256_abs_epi8(low_s);
                     for (int m = 0; m < mr; m++) {
-                        __m256i xv = _mm256_sign_epi8(_mm256_set1_epi32(*(const int32_t *)(xb + m * kpad + q * 4)), s);
-                        dot[m] = _mm256_add_epi32(dot[m], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, xv), ones));
+                        __m256i x = _mm256_set1_epi32(*(const int32_t *)(xb + m * kpad + q * 4));
+                        dot[m] = _mm256_add_epi32(dot[m], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(x, s)), ones));
+                        if (low) {
+                            __m256i products = _mm256_maddubs_epi16(low_magnitude, _mm256_sign_epi8(x, low_s));
+                            low_dot[m] = _mm256_add_epi32(low_dot[m], _mm256_madd_epi16(products, ones));
+                        }
                     }
                 }
             }
+            if (low)
+                for (int m = 0; m < mr; m++) dot[m] = _mm256_add_epi32(_mm256_slli_epi32(dot[m], 8), low_dot[m]);
             if (multipliers) {
                 const __m256i factor = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(multipliers + zm)));
                 for (int m = 0; m < mr; m++) dot[m] = _mm256_mullo_epi32(dot[m], factor);
@@ -160,13 +183,14 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
 }
 
 #define TILE_AVX2(MR)                                                                                                                 \
-    tile(w + panel * panel_bytes, four_bit, luts ? luts + panel * 16 : NULL, zero_points ? zero_points + panel * panel_floats : NULL, \
+    tile(w + panel * panel_bytes, four_bit, luts ? luts + panel * 16 : NULL,                                                        \
+         low ? low + panel * (four_bit ? 16 : panel_bytes) : NULL, zero_points ? zero_points + panel * panel_floats : NULL,          \
          multipliers ? multipliers + panel * panel_floats : NULL, blocks_per_wblock, h, kpad, scale_blocks,                          \
          scale_table + panel * scale_floats, offset_table ? offset_table + panel * panel_floats : NULL, xq + m * kpad,             \
          xscales + m * blocks, xsums + m * blocks,                                                                                  \
          xisums + m * blocks, MR, y + m * ldy, ldy, panel * 16 + h * 8, n, bias)
 
-AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points,
+AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
                                        const uint8_t *multipliers, const float *channel_scales, size_t n,
                                        size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                                        size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
@@ -178,7 +202,8 @@ AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uin
     const size_t panel_bytes = four_bit ? kpad * 8 : kpad * 16;
     // The same choice of arithmetic as the other variants: integer-scaled at every row count,
     // otherwise centered from SHRINK_WIDEN_FROM_ROWS rows.
-    if (!four_bit || luts) zero_points = NULL;
+    if (four_bit && !luts) low = NULL;
+    if (!four_bit || luts || low) zero_points = NULL;
     if (!zero_points || !channel_scales) multipliers = NULL;
     if (!multipliers && rows < SHRINK_WIDEN_FROM_ROWS) zero_points = NULL;
     // Integer-scaled: one weight block per row, scaled by the channel scales.
@@ -210,12 +235,12 @@ void shrink_quantize_rows_s8_avx2(const float *x, size_t rows, size_t k, size_t 
     shrink_quantize_rows_s8(x, rows, k, ldx, kpad, xq, scales, sums, integer_sums);
 }
 
-void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points,
+void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
                                   const uint8_t *multipliers, const float *channel_scales, size_t n,
                                   size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                                   size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
                                   const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias) {
-    shrink_gemm_u8s8_panels(w, four_bit, luts, zero_points, multipliers, channel_scales, n, kpad, blocks_per_wblock, scales, offsets, panel_begin, panel_end, xq,
+    shrink_gemm_u8s8_panels(w, four_bit, luts, low, zero_points, multipliers, channel_scales, n, kpad, blocks_per_wblock, scales, offsets, panel_begin, panel_end, xq,
                             xscales, xsums, xisums, rows, y, ldy, bias);
 }
 

@@ -15,13 +15,12 @@ enum EmbedCommand {
         arguments: [],
         options: [
             OptionSpec(name: "--model", valueName: "path", help: "Model folder, weights file (plain or compressed) or known name (default: minilm)."),
-            OptionSpec(name: "--base", valueName: "folder", help: "Folder with config.json, vocab.txt and the pooling config (default: the model's folder, else the minilm cache folder)."),
+            RuntimeArguments.baseOption,
             OptionSpec(name: "--input", valueName: "file", help: "UTF-8 text, one sentence per line. Required."),
             OptionSpec(name: "--output", valueName: "file", help: "Where to write the tensor 'embeddings' [N, hidden] F32 (.safetensors). Required."),
             OptionSpec(name: "--batch-size", valueName: "n", help: "Sentences per forward pass (default 32)."),
             OptionSpec(name: "--threads", valueName: "n", help: "Threads for compressed layers, and for BLAS when it is OpenBLAS (default: all cores)."),
-            OptionSpec(name: "--activations", valueName: "int8|f32",
-                       help: "Precision of compressed layers: int8 activations with integer dot products (default), or fp32."),
+            RuntimeArguments.activationsOption,
         ])
 
     static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
@@ -30,15 +29,10 @@ enum EmbedCommand {
         let batchSize = try arguments.positiveInteger("--batch-size", default: 32, command: spec.name)
         let threads = try arguments.positiveInteger("--threads", default: ProcessInfo.processInfo.activeProcessorCount, command: spec.name)
         BLASLibrary.setThreadCount(threads)
-        let precision = arguments.value("--activations") ?? ActivationPrecision.int8.rawValue
-        guard let activations = ActivationPrecision(rawValue: precision) else {
-            throw UsageError(command: spec.name, message: "--activations must be int8 or f32, not '\(precision)'")
-        }
+        let activations = try RuntimeArguments.activations(arguments, command: spec.name)
         let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
-        let base = arguments.value("--base") ?? (location.configPath.map { ($0 as NSString).deletingLastPathComponent }
-            ?? ModelRegistry.directory(of: ModelRegistry.defaultEntry))
-        let (files, architecture) = try ModelArchitectures.open(weightsPath: location.weightsPath, configPath: base + "/config.json", folder: base)
-        let runtime = try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: threads, activations: activations))
+        let (runtime, architecture) = try RuntimeArguments.runtime(arguments, location: location,
+                                                                   options: RuntimeOptions(threads: threads, activations: activations))
         guard let encoder = runtime as? any SentenceEmbeddingRuntime else {
             throw ModelError.wrongCapability(architecture: type(of: architecture).name, needed: "sentence embeddings")
         }

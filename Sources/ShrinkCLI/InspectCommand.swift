@@ -1,5 +1,6 @@
 import Foundation
 import Shrink
+import ShrinkModels
 
 /// `shrink inspect`: parameters, bytes and precision of a model at a glance.
 enum InspectCommand {
@@ -10,20 +11,43 @@ enum InspectCommand {
         summary: "Show a model's parameters and bytes, its storage types and op types, and its tensors by layer.",
         arguments: [ArgumentSpec(name: "model", help: "A model folder, a .safetensors or .gguf file, or a known model name (default: minilm).",
                                  isOptional: true)],
-        options: [OptionSpec(name: "--json", valueName: nil, help: "Print the inspection as JSON instead of tables.")])
+        options: [OptionSpec(name: "--json", valueName: nil, help: "Print the inspection as JSON instead of tables."),
+                  OptionSpec(name: "--kernels", valueName: nil,
+                             help: "Build the runtime and show, per linear layer, the kernel it runs, the weights as that kernel reads them, and how far they are from the stored ones."),
+                  RuntimeArguments.activationsOption, RuntimeArguments.baseOption])
 
     static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
         let location = try ModelLocation.resolve(arguments.positionals.first ?? ModelRegistry.defaultEntry.alias)
+        if arguments.flag("--kernels") {
+            let activations = try RuntimeArguments.activations(arguments, command: spec.name)
+            let (runtime, _) = try RuntimeArguments.runtime(arguments, location: location, options: RuntimeOptions(activations: activations))
+            console.print(arguments.flag("--json") ? try json(runtime.linearExecutions) : renderKernels(runtime.linearExecutions))
+            return 0
+        }
         let inspection = try ModelInspection.inspect(location)
         if arguments.flag("--json") {
-            let encoder = JSONEncoder()
-            encoder.keyEncodingStrategy = .convertToSnakeCase
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            console.print(String(decoding: try encoder.encode(inspection), as: UTF8.self))
+            console.print(try json(inspection))
         } else {
             console.print(render(inspection))
         }
         return 0
+    }
+
+    static func json(_ value: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+
+    /// One row per linear layer: its kernel, the weights as the kernel reads them, and the largest
+    /// difference from a stored weight ("exact" when none).
+    static func renderKernels(_ layers: [LinearLayerExecution]) -> String {
+        TextTable.render(header: ["linear layer", "kernel", "weights as computed", "max weight error"],
+                         rows: layers.map {
+                             [$0.name, $0.execution.kernel, $0.execution.weights,
+                              $0.execution.maximumWeightError == 0 ? "exact" : String(format: "%.2e", $0.execution.maximumWeightError)]
+                         }, rightAligned: [3])
     }
 
     static func render(_ inspection: ModelInspection) -> String {

@@ -49,19 +49,17 @@ enum GPTQ {
     }
 
     /// Re-chooses the indices of a scalar palettization (`parts` from `Palettizer`) by GPTQ against
-    /// its LUTs (times the channel scales, if any). For f16/f32 LUTs grouped along the output
-    /// channels (or one per tensor), each LUT is then refitted to the output error for the chosen
-    /// indices (`refitLUTs`) and the indices chosen again. Returns the parts with the new
-    /// `indices` (and `lut`).
+    /// its LUTs (times the channel scales, if any). For LUTs grouped along the output channels (or
+    /// one per tensor), each LUT is then refitted to the output error for the chosen indices
+    /// (`refitLUTs`; an int8 LUT then takes a new scale, `max|entry| / 127`, and its entries are
+    /// rounded to it) and the indices chosen again. Returns the parts with the new `indices` (and
+    /// `lut`, `lut_scales`).
     static func assignPalette(_ values: [Float], shape: [Int], correlation: InputCorrelation, layout: PaletteEncoding,
                               parts: [String: DenseTensor], damping: Double, actOrder: Bool, threads: Int,
                               tensor: String) throws(CompressionError) -> [String: DenseTensor] {
         precondition(layout.vectorSize == 1)
         let entries = layout.entries
-        var luts = parts["lut"]!.floats()
-        if let scales = parts["lut_scales"]?.floats() {
-            for index in luts.indices { luts[index] *= scales[index / entries] }
-        }
+        var luts = EncodedTensor.paletteLUTs(parts)
         let channelScales = parts["channel_scales"]?.floats()
         var indices = [UInt8](repeating: 0, count: values.count)
         func assign() throws(CompressionError) {
@@ -74,11 +72,24 @@ enum GPTQ {
         }
         try assign()
         var result = parts
-        if layout.lutDType != .i8, layout.channelAxis == 0 {
+        if layout.channelAxis == 0 {
+            let int8 = layout.lutDType == .i8
             luts = refitLUTs(values, shape: shape, correlation: correlation, luts: luts, indices: indices, entries: entries,
-                             granularity: layout.granularity, channelScales: channelScales, dtype: layout.lutDType)
-            try assign()
-            result["lut"] = try! DenseTensor(converting: luts, to: layout.lutDType, shape: parts["lut"]!.shape)
+                             granularity: layout.granularity, channelScales: channelScales, dtype: int8 ? .f32 : layout.lutDType)
+            if int8 {
+                let grids = (0..<(luts.count / entries)).map { group in
+                    let range = (group * entries)..<((group + 1) * entries)
+                    var lut = Array(luts[range])
+                    let grid = Palettizer.roundToStorage(&lut, dtype: .i8)!
+                    luts.replaceSubrange(range, with: lut)
+                    return grid
+                }
+                try assign()
+                result.merge(LUTGrid.parts(luts: luts, grids: grids, shape: parts["lut"]!.shape)) { $1 }
+            } else {
+                try assign()
+                result["lut"] = try! DenseTensor(converting: luts, to: layout.lutDType, shape: parts["lut"]!.shape)
+            }
         }
         result["indices"] = try! DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: indices.count, bits: layout.bits)],
                                              bytes: PackedBits.pack(indices, bits: layout.bits))

@@ -17,7 +17,8 @@ final class FirstFailure: @unchecked Sendable {
 /// With `perChannelScale`, each channel (index along the grouping axis) is first divided by its
 /// largest magnitude, the LUT is built over the normalised values and the scales are stored.
 /// LUT entries are rounded to the LUT dtype before indices are assigned (each index is the nearest
-/// stored entry); an `int8` LUT uses one scale per LUT (`max|entry| / 127`). Groups are clustered in
+/// stored entry); an `int8` LUT takes one `LUTGrid` per LUT and is then refined on it
+/// (`refineOnGrid`). Groups are clustered in
 /// parallel over `threads` threads; the result does not depend on the thread count.
 enum Palettizer {
     static func encode(_ values: [Float], positions: [Int]?, shape: [Int], config: PalettizationConfig,
@@ -51,14 +52,14 @@ enum Palettizer {
             EncodingLayout.group(of: position(vector * d), config.granularity, shape: shape)
         }
         var luts = [Float](repeating: 0, count: groupCount * entries * d)
-        var lutScales = [Float](repeating: 1, count: groupCount)
+        var lutGrids = [LUTGrid](repeating: LUTGrid(scale: 1, zeroPoint: 0), count: groupCount)
         var indices = [UInt8](repeating: 0, count: vectorCount)
         let failure = FirstFailure()
         let chunk = max(1, (groupCount + threads * 4 - 1) / (threads * 4))
         luts.withUnsafeMutableBufferPointer { lutBuffer in
             indices.withUnsafeMutableBufferPointer { indexBuffer in
-                lutScales.withUnsafeMutableBufferPointer { scaleBuffer in
-                    nonisolated(unsafe) let lutOut = lutBuffer, indexOut = indexBuffer, scaleOut = scaleBuffer
+                lutGrids.withUnsafeMutableBufferPointer { gridBuffer in
+                    nonisolated(unsafe) let lutOut = lutBuffer, indexOut = indexBuffer, gridOut = gridBuffer
                     DispatchQueue.concurrentPerform(iterations: (groupCount + chunk - 1) / chunk) { task in
                         for group in (task * chunk)..<min(groupCount, (task + 1) * chunk) {
                             let members = groups.members(of: group)
@@ -73,15 +74,16 @@ enum Palettizer {
                             }
                             do throws(CompressionError) {
                                 var lut = try table(groupPoints, weights: weights, config: config, tensor: tensor)
-                                let scale = roundToStorage(&lut, dtype: config.lutDType)
+                                let grid = roundToStorage(&lut, dtype: config.lutDType)
                                 guard lut.allSatisfy({ $0.isFinite }) else {
                                     throw CompressionError.invalidWeight(
                                         tensor: tensor, reason: "a LUT entry overflows \(config.lutDType.rawValue); use \"lut_dtype\": \"f32\"")
                                 }
+                                if let grid { refineOnGrid(groupPoints, weights: weights, lut: &lut, grid: grid, dimension: d) }
                                 let assignment = assign(groupPoints, lut: lut, dimension: d)
                                 for (slot, vector) in members.enumerated() { indexOut[vector] = assignment[slot] }
-                                for entry in 0..<(entries * d) { lutOut[group * entries * d + entry] = lut[entry] / scale }
-                                scaleOut[group] = scale
+                                for entry in 0..<(entries * d) { lutOut[group * entries * d + entry] = lut[entry] }
+                                if let grid { gridOut[group] = grid }
                             } catch {
                                 failure.record(error)
                             }
@@ -97,8 +99,7 @@ enum Palettizer {
         ]
         let lutShape = [groupCount, entries, d]
         if config.lutDType == .i8 {
-            parts["lut"] = try! DenseTensor(dtype: .i8, shape: lutShape, bytes: luts.map { UInt8(bitPattern: Int8($0)) })
-            parts["lut_scales"] = try! DenseTensor(converting: lutScales, shape: [groupCount])
+            parts.merge(LUTGrid.parts(luts: luts, grids: lutGrids, shape: lutShape)) { $1 }
         } else {
             parts["lut"] = try! DenseTensor(converting: luts, to: config.lutDType, shape: lutShape)
         }
@@ -132,16 +133,40 @@ enum Palettizer {
         return lut
     }
 
-    /// Rounds LUT entries to what `dtype` stores; returns the scale an int8 LUT divides by (else 1).
-    static func roundToStorage(_ lut: inout [Float], dtype: DType) -> Float {
+    /// Rounds LUT entries to what `dtype` stores; for an int8 LUT, to its `LUTGrid`, returned.
+    static func roundToStorage(_ lut: inout [Float], dtype: DType) -> LUTGrid? {
         guard dtype == .i8 else {
             lut = lut.map { StoredPrecision.round($0, to: dtype) }
-            return 1
+            return nil
         }
-        let maximum = lut.reduce(0) { max($0, abs($1)) }
-        let scale = maximum > 0 ? maximum / 127 : 1
-        lut = lut.map { (($0 / scale).rounded()) * scale }
-        return scale
+        let grid = LUTGrid(fitting: lut)
+        lut = lut.map(grid.rounded)
+        return grid
+    }
+
+    /// Lloyd's iterations with entries held on `grid`: each point goes to its nearest entry, then
+    /// each entry moves to the grid point nearest its members' (importance-weighted) mean, which
+    /// minimises its squared error on the grid; until no entry moves, at most 20 times. The
+    /// squared error never increases; an entry without members stays.
+    static func refineOnGrid(_ points: [Float], weights: [Float]?, lut: inout [Float], grid: LUTGrid, dimension d: Int) {
+        let entries = lut.count / d
+        for _ in 0..<20 {
+            let assignment = assign(points, lut: lut, dimension: d)
+            var sums = [Double](repeating: 0, count: lut.count), mass = [Double](repeating: 0, count: entries)
+            for (vector, entry) in assignment.enumerated() {
+                let weight = Double(weights?[vector] ?? 1)
+                mass[Int(entry)] += weight
+                for lane in 0..<d { sums[Int(entry) * d + lane] += weight * Double(points[vector * d + lane]) }
+            }
+            var moved = false
+            for entry in 0..<entries where mass[entry] > 0 {
+                for lane in 0..<d {
+                    let value = grid.rounded(Float(sums[entry * d + lane] / mass[entry]))
+                    if value != lut[entry * d + lane] { lut[entry * d + lane] = value; moved = true }
+                }
+            }
+            if !moved { return }
+        }
     }
 
     /// The nearest LUT entry of each point (ties go to the lower index).
@@ -179,5 +204,41 @@ enum Palettizer {
             }
             return UInt8(best)
         }
+    }
+}
+
+/// The grid of an int8 LUT: entries `scale · (q − zeroPoint)` with `q` and the zero point in
+/// −128…127, so that 0 is exact.
+struct LUTGrid {
+    let scale: Float
+    let zeroPoint: Int
+
+    init(scale: Float, zeroPoint: Int) {
+        self.scale = scale
+        self.zeroPoint = zeroPoint
+    }
+
+    /// The grid spanning `[min(lut, 0), max(lut, 0)]` in 255 steps (a scale of 1 for an all-zero LUT).
+    init(fitting lut: [Float]) {
+        let low = min(lut.min() ?? 0, 0), high = max(lut.max() ?? 0, 0)
+        scale = high > low ? (high - low) / 255 : 1
+        zeroPoint = Int(max(-128, min(127, (-128 - low / scale).rounded())))
+    }
+
+    /// The stored integer nearest `value`.
+    func code(_ value: Float) -> Int { max(-128, min(127, Int((value / scale).rounded()) + zeroPoint)) }
+
+    /// The grid value nearest `value`.
+    func rounded(_ value: Float) -> Float { scale * Float(code(value) - zeroPoint) }
+
+    /// Parts `lut` (I8), `lut_scales` and `lut_zero_points` of LUTs already on `grids` (one per
+    /// group, `shape` `[groups, entries, vector size]`).
+    static func parts(luts: [Float], grids: [LUTGrid], shape: [Int]) -> [String: DenseTensor] {
+        let width = luts.count / grids.count
+        return [
+            "lut": try! DenseTensor(dtype: .i8, shape: shape, bytes: luts.indices.map { UInt8(bitPattern: Int8(grids[$0 / width].code(luts[$0]))) }),
+            "lut_scales": try! DenseTensor(converting: grids.map(\.scale), shape: [grids.count]),
+            "lut_zero_points": try! DenseTensor(dtype: .i8, shape: [grids.count], bytes: grids.map { UInt8(bitPattern: Int8($0.zeroPoint)) }),
+        ]
     }
 }

@@ -64,6 +64,23 @@ public struct EncodedTensor: Sendable {
 
     /// The scale of each block of a palette with block scales (row-major, blocks of a row
     /// consecutive), or nil.
+    /// A palette's LUTs as floats, group after group (`[groups, entries, vector size]`): an `I8`
+    /// LUT decodes as `(lut − lut_zero_points[g]) · lut_scales[g]` (zero points 0 when absent);
+    /// empty for other encodings.
+    public func paletteLUTs() -> [Float] { Self.paletteLUTs(parts) }
+
+    /// `paletteLUTs()` of a palette's parts.
+    public static func paletteLUTs(_ parts: [String: DenseTensor]) -> [Float] {
+        guard var lut = parts["lut"]?.floats() else { return [] }
+        guard let scales = parts["lut_scales"]?.floats(), !scales.isEmpty else { return lut }
+        let zeroPoints = parts["lut_zero_points"]?.floats()
+        let width = lut.count / scales.count
+        for group in scales.indices {
+            for entry in 0..<width { lut[group * width + entry] = (lut[group * width + entry] - (zeroPoints?[group] ?? 0)) * scales[group] }
+        }
+        return lut
+    }
+
     public func paletteBlockScales() -> [Float]? {
         guard case .palette(let layout) = encoding, let scaling = layout.blockScales, let stored = parts["block_scales"] else { return nil }
         guard let superBlock = scaling.superBlockSize, let second = parts["super_scales"] else { return stored.floats() }
@@ -215,7 +232,12 @@ public enum EncodingLayout {
             let groups = groupCount(layout.granularity, shape: shape)
             _ = try part("indices", [.u8], count: PackedBits.byteCount(count: elements / layout.vectorSize, bits: layout.bits))
             _ = try part("lut", [layout.lutDType], count: groups * layout.entries * layout.vectorSize)
-            if layout.lutDType == .i8 { _ = try part("lut_scales", [.f32], count: groups) }
+            if layout.lutDType == .i8 {
+                _ = try part("lut_scales", [.f32], count: groups)
+                if parts["lut_zero_points"] != nil { _ = try part("lut_zero_points", [.i8], count: groups) }
+            } else if parts["lut_zero_points"] != nil {
+                throw fail("lut_zero_points belong to I8 LUTs")
+            }
             if layout.perChannelScale { _ = try part("channel_scales", [.f16, .f32], count: shape[layout.channelAxis]) }
             if let scaling = layout.blockScales {
                 let columns = shape.last ?? 1, rows = rowCount(shape)

@@ -37,12 +37,7 @@ public final class EncodedTensorReader: @unchecked Sendable {
         offsets = tensor.affineOffsets()
         blockScales = tensor.paletteBlockScales()
         if case .palette = base { channelScales = tensor.parts["channel_scales"]?.floats() } else { channelScales = nil }
-        var lut = tensor.parts["lut"]?.floats() ?? []
-        if case .palette(let layout) = base, let lutScales = tensor.parts["lut_scales"]?.floats() {
-            let width = layout.entries * layout.vectorSize
-            for group in lutScales.indices { for entry in 0..<width { lut[group * width + entry] *= lutScales[group] } }
-        }
-        self.lut = lut
+        lut = tensor.paletteLUTs()
         if case .dense = base { denseValues = tensor.parts["values"]!.floats() } else { denseValues = [] }
         packed = (tensor.parts["codes"] ?? tensor.parts["indices"])?.bytes ?? UnsafeRawBufferPointer(start: nil, count: 0)
     }

@@ -9,7 +9,8 @@ public indirect enum WeightEncoding: Equatable, Sendable {
     case dense(DType)
     /// Linear quantization. Parts `codes`, `scales`, and `zero_points` unless symmetric.
     case affine(AffineEncoding)
-    /// Look-up table. Parts `indices`, `lut`, `lut_scales` (int8 LUTs), `channel_scales` (optional).
+    /// Look-up table. Parts `indices`, `lut`, `lut_scales` and optional `lut_zero_points` (int8
+    /// LUTs), `channel_scales` (optional).
     case palette(PaletteEncoding)
     /// Pruned: part `mask` marks the kept elements; `base` encodes only the kept elements, in
     /// row-major order, with its groups (channels, blocks) taken from their original positions.
@@ -100,7 +101,8 @@ public struct AffineEncoding: Equatable, Sendable {
 ///
 /// `lut` has shape `[groups, 2^bits, vectorSize]`. With `perChannelScale`, decoded values are
 /// multiplied by `channel_scales[c]`, `c` the index along the grouping axis (axis 0 for a per-tensor
-/// LUT). An `I8` LUT decodes as `lut · lut_scales[group]`. With `blockScales`, decoded values are
+/// LUT). An `I8` LUT decodes as `(lut − lut_zero_points[group]) · lut_scales[group]` (zero points
+/// I8, optional, 0 when absent). With `blockScales`, decoded values are
 /// also multiplied by a scale per block of the last axis (`block_scales`; integer multipliers of a
 /// float per super-block, `super_scales`, when `I8`/`U8`): a non-uniform grid with block scales,
 /// ggml's `IQ4_NL` (`w = d · grid[q]`) and `IQ4_XS` (`w = d · (ls − 32) · grid[q]`).

@@ -39,6 +39,11 @@ public final class Int8ActivationLinear: LinearOperator, @unchecked Sendable {
 
     deinit { biasValues?.deallocate() }
 
+    public var execution: LinearExecution {
+        LinearExecution(kernel: "int8 × u8 codes, \(variant.rawValue)", weights: weights.codeDescription,
+                        maximumWeightError: (0..<weights.rows).reduce(0) { max($0, weights.maximumWeightError(row: $1)) })
+    }
+
     public func forward(_ x: [Float], rows: Int, into y: inout [Float]) {
         precondition(x.count >= rows * inFeatures && y.count >= rows * outFeatures)
         x.withUnsafeBufferPointer { input in

@@ -106,7 +106,7 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
     func gemm(_ w: Int8PanelWeights, panels: Range<Int>, xq: UnsafePointer<Int8>, xScales: UnsafePointer<Float>,
               xSums: UnsafePointer<Float>, xIntegerSums: UnsafePointer<Int32>, rows: Int, y: UnsafeMutablePointer<Float>, ldy: Int,
               bias: UnsafePointer<Float>?) {
-        let luts = w.luts.map { UnsafePointer($0.baseAddress!) }
+        let luts = w.luts.map { UnsafePointer($0.baseAddress!) }, low = w.lowPlane.map { UnsafePointer($0.baseAddress!) }
         let codes = UnsafePointer(w.codes.baseAddress!), scales = UnsafePointer(w.scales.baseAddress!)
         // Centered byte codes: no offsets (the kernels' contract).
         let offsets = w.hasCenteredBytes ? nil : UnsafePointer(w.offsets.baseAddress!)
@@ -119,17 +119,17 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
         }
         switch self {
         case .avx512vnni:
-            shrink_gemm_u8s8_panels(codes, w.fourBit ? 1 : 0, luts, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
+            shrink_gemm_u8s8_panels(codes, w.fourBit ? 1 : 0, luts, low, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
                                     offsets, panels.lowerBound, panels.upperBound, xq, xScales, xSums, xIntegerSums, rows, y, ldy, bias)
         case .avx2:
-            shrink_gemm_u8s8_panels_avx2(codes, w.fourBit ? 1 : 0, luts, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
+            shrink_gemm_u8s8_panels_avx2(codes, w.fourBit ? 1 : 0, luts, low, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
                                          offsets, panels.lowerBound, panels.upperBound, xq, xScales, xSums, xIntegerSums, rows, y, ldy, bias)
         case .swift:
             let kpad = w.paddedColumns, blocks = kpad / 32, panelFloats = w.weightBlocks * 16
             // The centered form: codes q − z + 128 (widened from nibbles or stored so) against
             // −128 · Σ q_x, and no offset term; the integer-scaled form (at every row count): codes
             // (q − z) · m + 128, and one weight block per row of scale S.
-            let affineNibbles = w.fourBit && luts == nil ? zeroPoints : nil
+            let affineNibbles = w.fourBit && luts == nil && low == nil ? zeroPoints : nil
             let integerScaled = affineNibbles == nil ? nil : multipliers.flatMap { m in channelScales.map { (m, $0) } }
             let centered = integerScaled != nil || rows >= Int(SHRINK_WIDEN_FROM_ROWS) ? affineNibbles : nil
             let scaleBlocks = integerScaled == nil ? w.blocksPerWeightBlock : blocks
@@ -148,8 +148,8 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
                                 let factor = integerScaled.map { Int32($0.0[group]) } ?? 1
                                 var dot: Int32 = centered == nil && offsets != nil ? 0 : -128 * xIntegerSums[m * blocks + block]
                                 for i in 0..<32 {
-                                    let code = w.code(panel: panel, lane: lane, input: block * 32 + i, codes: codes, luts: luts)
-                                    let widened = centered == nil ? Int32(code) : (Int32(code) - z) * factor + 128
+                                    let code = w.code(panel: panel, lane: lane, input: block * 32 + i, codes: codes, luts: luts, low: low)
+                                    let widened = centered == nil ? code : (code - z) * factor + 128
                                     dot += widened * Int32(xq[m * kpad + block * 32 + i])
                                 }
                                 partial = partial.addingProduct(Float(dot), xScales[m * blocks + block])

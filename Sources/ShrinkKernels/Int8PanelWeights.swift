@@ -1,8 +1,9 @@
 import ShrinkCore
 
-/// An encoded weight `[rows, columns]` repacked once at load for integer dot products: one u8 code
-/// per weight with value `a · q − o`, `a` and `o` per output channel and per weight block, in
-/// panels of 16 output channels (layouts in `shrink_kernels.h`).
+/// An encoded weight `[rows, columns]` repacked once at load for integer dot products: one code
+/// `q` per weight with value `a · q − o`, `a` and `o` per output channel and per weight block, in
+/// panels of 16 output channels (layouts in `shrink_kernels.h`). Codes are u8, or u16 in two planes
+/// (`q = 256 · high + low`) where 8 bits do not hold the stored values exactly.
 ///
 /// How each encoding maps onto codes:
 /// - affine weights (per tensor, per output channel, or per block of a multiple of 32 inputs),
@@ -10,15 +11,18 @@ import ShrinkCore
 ///   two-level integer scales without offsets: the multipliers folded into byte codes when they fit;
 ///   4-bit blocks with integer block scales also keep their multipliers, so that they run in
 ///   the integer-scaled form (as per-channel bytes, the same results at every row count);
-/// - scalar palettes grouped along the output channels, dense or pruned: each group's LUT is
-///   quantized to 8 bits on a grid that holds 0 exactly (error at most half a step,
-///   `(max(lut, 0) − min(lut, 0)) / 510`); output-channel scales fold into `a` and `o`;
-/// - other palettes (vector entries, groups along the inputs): each decoded row is quantized to 8
-///   bits on the same kind of grid.
+/// - scalar palettes grouped along the output channels, dense or pruned: each group's LUT on a grid
+///   `a · (q − z)` that holds 0 exactly: an `int8` LUT on its own grid (`a` its scale, `z` = 128
+///   plus its zero point), exactly; else the 8-bit grid with a power-of-two step over `[min(lut, 0), max(lut, 0)]` (see
+///   `Grid`) when it holds every entry exactly; else the 16-bit one: error at most half its step
+///   `a < 2 · range / 65534`, below 2⁻¹⁶ of the range per entry, and every f16 entry of at least
+///   1,024 `a` (about 1/32 of the range) exact. Output-channel scales fold into `a` and `o`;
+/// - other palettes (vector entries, groups along the inputs): each decoded row on the same kind of
+///   grid (8 bits when every row is exact on it, else 16).
 /// Codes of at most 4 bits stay 4-bit (nibble panels; palette indices then go through a 16-byte LUT
-/// per panel when all 16 channels share one); wider codes take a byte each. `nil` for what the
-/// integer path does not cover: F32/F16/BF16 values (dense or pruned) and affine blocks that are not
-/// a multiple of 32 inputs.
+/// per panel, and a second one for the low plane, when all 16 channels share one); wider codes take
+/// a byte each (two with two planes). `nil` for what the integer path does not cover:
+/// F32/F16/BF16 values (dense or pruned) and affine blocks that are not a multiple of 32 inputs.
 public final class Int8PanelWeights: @unchecked Sendable {
     public let rows: Int
     public let columns: Int
@@ -31,10 +35,13 @@ public final class Int8PanelWeights: @unchecked Sendable {
     public let blocksPerWeightBlock: Int
     /// Weight blocks per row.
     public let weightBlocks: Int
-    /// Whether the codes reproduce the stored weights exactly (affine) or on an 8-bit grid (palettes).
+    /// Whether the codes reproduce the stored weights exactly, else within `maximumWeightError`.
     public let isExact: Bool
     let codes: UnsafeMutableBufferPointer<UInt8>
     let luts: UnsafeMutableBufferPointer<UInt8>?
+    /// The low plane of 16-bit codes: 16 low LUT bytes per panel for nibble panels with LUTs, else
+    /// byte panels laid out like `codes`; `nil` for 8-bit codes.
+    let lowPlane: UnsafeMutableBufferPointer<UInt8>?
     /// Per panel and weight block, 16 scales and 16 offsets (one float each when integer-scaled:
     /// those kernels do not read them).
     let scales: UnsafeMutableBufferPointer<Float>
@@ -71,7 +78,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
 
     /// Bytes held by the packed weight (codes, LUTs, scales, offsets, zero points and multipliers).
     public var byteCount: Int {
-        codes.count + (luts?.count ?? 0) + 4 * (scales.count + offsets.count + (channelScales?.count ?? 0)) + (zeroPoints?.count ?? 0)
+        codes.count + (luts?.count ?? 0) + (lowPlane?.count ?? 0) + 4 * (scales.count + offsets.count + (channelScales?.count ?? 0)) + (zeroPoints?.count ?? 0)
             + (multipliers?.count ?? 0) + (halfBlocks.map { $0.multipliers.count + 4 * $0.superScales.count } ?? 0)
             + (halfBlocks?.offsets.map { $0.multipliers.count + 4 * $0.superScales.count } ?? 0)
     }
@@ -79,8 +86,21 @@ public final class Int8PanelWeights: @unchecked Sendable {
     /// Whether 4-bit codes run in the integer-scaled form (see `shrink_kernels.h`).
     public var isIntegerScaled: Bool { multipliers != nil }
 
+    /// Bits per code the kernels multiply: 8, or 16 in two planes.
+    public var codeBits: Int { lowPlane == nil ? 8 : 16 }
+
+    /// The form the kernels read (`4-bit LUT indices → 16-bit codes (two planes)`).
+    public var codeDescription: String {
+        let codes = lowPlane == nil ? "8-bit codes" : "16-bit codes (two planes)"
+        if halfBlocks != nil { return (fourBit ? "4-bit" : "6-bit") + " codes, 8-bit multipliers per 16 inputs" }
+        if isIntegerScaled { return "4-bit codes, integer block scales" }
+        if fourBit { return luts == nil ? "4-bit codes" : "4-bit LUT indices → " + codes }
+        return codes + (hasCenteredBytes ? ", centered" : "")
+    }
+
     /// The codes of one layer before packing: row-major `rows × columns` codes (or LUT indices),
-    /// per-row and per-weight-block scales and offsets, and optional per-row 16-byte LUTs.
+    /// per-row and per-weight-block scales and offsets, and optional per-row 16-byte LUTs; for
+    /// 16-bit codes, their low bytes (`lowCodes`, or `rowLowLUTs` beside `rowLUTs`).
     struct CodeMatrix {
         var codes: [UInt8]
         var rowScales: [Float]
@@ -89,6 +109,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
         var fourBit: Bool
         var rowLUTs: [[UInt8]]?
         var exact: Bool
+        var lowCodes: [UInt8]? = nil
+        var rowLowLUTs: [[UInt8]]? = nil
         /// Integer block scales: the multiplier of each row's weight blocks and each row's scale
         /// (`rowScales` = multiplier × row scale).
         var integerScales: (multipliers: [UInt8], rowScales: [Float])? = nil
@@ -120,21 +142,27 @@ public final class Int8PanelWeights: @unchecked Sendable {
         blocksPerWeightBlock = matrix.weightBlock >= columns ? blocks : matrix.weightBlock / 32
         weightBlocks = (blocks + blocksPerWeightBlock - 1) / blocksPerWeightBlock
         let panels = panels
-        // Nibble indices keep their LUT when the 16 channels of every panel share one.
+        // Nibble indices keep their LUTs when the 16 channels of every panel share them.
         let sharedLUTs = matrix.rowLUTs.flatMap { luts in
             matrix.fourBit && (0..<panels).allSatisfy { panel in
-                (panel * 16..<min(rows, panel * 16 + 16)).allSatisfy { luts[$0] == luts[panel * 16] }
+                (panel * 16..<min(rows, panel * 16 + 16)).allSatisfy {
+                    luts[$0] == luts[panel * 16] && matrix.rowLowLUTs?[$0] == matrix.rowLowLUTs?[panel * 16]
+                }
             } ? luts : nil
         }
         var codeMatrix = matrix.codes
+        var lowMatrix = matrix.lowCodes
         if let rowLUTs = matrix.rowLUTs, sharedLUTs == nil {
+            if let rowLowLUTs = matrix.rowLowLUTs {
+                lowMatrix = (0..<(rows * columns)).map { rowLowLUTs[$0 / columns][Int(codeMatrix[$0])] }
+            }
             for row in 0..<rows {
                 for column in 0..<columns { codeMatrix[row * columns + column] = rowLUTs[row][Int(codeMatrix[row * columns + column])] }
             }
         }
         let nibbles = matrix.fourBit && (matrix.rowLUTs == nil || sharedLUTs != nil)
         fourBit = nibbles
-        let centered = nibbles || !matrix.exact || halfBlocks != nil ? nil
+        let centered = nibbles || !matrix.exact || halfBlocks != nil || lowMatrix != nil ? nil
             : Self.centeredByteCodes(codeMatrix, matrix, rows: rows, columns: columns, weightBlock: blocksPerWeightBlock * 32)
         if let centered { codeMatrix = centered }
         hasCenteredBytes = centered != nil
@@ -149,8 +177,18 @@ public final class Int8PanelWeights: @unchecked Sendable {
             let tables = arena.allocate(UInt8.self, count: panels * 16)
             for panel in 0..<panels { for entry in 0..<16 { tables[panel * 16 + entry] = sharedLUTs[panel * 16][entry] } }
             luts = tables
+            lowPlane = matrix.rowLowLUTs.map { lowLUTs in
+                let tables = arena.allocate(UInt8.self, count: panels * 16)
+                for panel in 0..<panels { for entry in 0..<16 { tables[panel * 16 + entry] = lowLUTs[panel * 16][entry] } }
+                return tables
+            }
         } else {
             luts = nil
+            lowPlane = lowMatrix.map { low in
+                let packed = arena.allocate(UInt8.self, count: panels * panelBytes)
+                low.withUnsafeBufferPointer { Self.pack($0.baseAddress!, rows: rows, columns: columns, nibbles: false, panelBytes: panelBytes, into: packed.baseAddress!) }
+                return packed
+            }
         }
         var scales = [Float](repeating: 0, count: panels * weightBlocks * 16)
         var offsets = scales
@@ -161,7 +199,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
                 offsets[target] = matrix.rowOffsets[row * weightBlocks + block]
             }
         }
-        let zeroPoints = nibbles && sharedLUTs == nil && matrix.exact ? Self.integerZeroPoints(scales: scales, offsets: offsets) : nil
+        let zeroPoints = nibbles && sharedLUTs == nil && matrix.exact && lowPlane == nil ? Self.integerZeroPoints(scales: scales, offsets: offsets) : nil
         self.zeroPoints = zeroPoints.map { arena.copy($0) }
         let weightBlocks = weightBlocks
         let integerScaled = zeroPoints.flatMap { zeroPoints in
@@ -262,15 +300,21 @@ public final class Int8PanelWeights: @unchecked Sendable {
         }
     }
 
-    /// The code the kernels see for channel `16 · panel + lane` at `input`.
+    /// The code the kernels see for channel `16 · panel + lane` at `input` (`256 · high + low` with
+    /// a low plane).
     @inline(__always)
-    func code(panel: Int, lane: Int, input: Int, codes: UnsafePointer<UInt8>, luts: UnsafePointer<UInt8>?) -> UInt8 {
+    func code(panel: Int, lane: Int, input: Int, codes: UnsafePointer<UInt8>, luts: UnsafePointer<UInt8>?,
+              low: UnsafePointer<UInt8>? = nil) -> Int32 {
         if fourBit {
             let byte = codes[panel * paddedColumns * 8 + (input >> 3) * 64 + lane * 4 + (input & 3)]
-            let index = (input & 7) < 4 ? byte & 0x0F : byte >> 4
-            return luts.map { $0[panel * 16 + Int(index)] } ?? index
+            let index = Int((input & 7) < 4 ? byte & 0x0F : byte >> 4)
+            guard let luts else { return Int32(index) }
+            guard let low else { return Int32(luts[panel * 16 + index]) }
+            return Int32(luts[panel * 16 + index]) << 8 + Int32(low[panel * 16 + index])
         }
-        return codes[panel * paddedColumns * 16 + (input >> 2) * 64 + lane * 4 + (input & 3)]
+        let offset = panel * paddedColumns * 16 + (input >> 2) * 64 + lane * 4 + (input & 3)
+        guard let low else { return Int32(codes[offset]) }
+        return Int32(codes[offset]) << 8 + Int32(low[offset])
     }
 
     // MARK: - From encodings to codes
@@ -297,7 +341,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
         case .palette(let palette) where palette.blockScales != nil:
             return blockScaledPalette(weight, palette)
         case .palette(let palette) where palette.vectorSize == 1 && palette.channelAxis == 0:
-            var (matrix, _) = paletteGrid(weight, palette)
+            var (matrix, _, _, _) = paletteGrid(weight, palette)
             matrix.codes = unpack(weight.parts["indices"]!.bytes, count: rows * columns, bits: palette.bits)
             return matrix
         case .sparse(_, let base):
@@ -381,7 +425,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
         let rows = weight.shape[0], columns = weight.shape[1]
         guard let scaling = palette.blockScales, palette.vectorSize == 1, palette.bits <= 4, palette.lutDType == .i8,
               palette.granularity == .perTensor, !palette.perChannelScale, scaling.blockSize % 32 == 0 || scaling.blockSize >= columns,
-              let lutScale = weight.parts["lut_scales"]?.floats().first, let blockScales = weight.paletteBlockScales() else { return nil }
+              weight.parts["lut_zero_points"] == nil, let lutScale = weight.parts["lut_scales"]?.floats().first,
+              let blockScales = weight.paletteBlockScales() else { return nil }
         let lut = weight.parts["lut"]!.bytes.map { UInt8(Int(Int8(bitPattern: $0)) + 128) }
         let table = lut + [UInt8](repeating: 0, count: 16 - lut.count)
         let block = min(scaling.blockSize, columns)
@@ -416,30 +461,69 @@ public final class Int8PanelWeights: @unchecked Sendable {
         }
     }
 
-    /// An 8-bit grid `v ≈ a · (q − z)` over `[min(v, 0), max(v, 0)]` with an integer zero code
-    /// `z`, so that 0 is exact.
+    /// A grid `v ≈ a · (q − z)` with codes 0…`levels` and an integer zero code `z`, so that 0 is exact.
     struct Grid {
         let scale: Float
         let zero: Int
+        let levels: Int
 
-        init(minimum: Float, maximum: Float) {
+        /// The grid over `[min(v, 0), max(v, 0)]` whose step is the smallest power of two that spans
+        /// it in at most `levels − 1` steps (so that rounding the zero code keeps every code within
+        /// `0…levels`): a step `a < 2 · range / (levels − 1)`, and every value that is a multiple of
+        /// `a` (an f16 value of at least 1,024 `a`, any multiple of a coarser power of two) is exact.
+        init(minimum: Float, maximum: Float, levels: Int) {
             let low = min(minimum, 0), high = max(maximum, 0)
-            scale = high > low ? (high - low) / 255 : 0
-            zero = scale > 0 ? Int(max(0, min(255, (-low / scale).rounded(.toNearestOrEven)))) : 0
+            self.levels = levels
+            if high > low {
+                var step = Float(sign: .plus, exponent: ((high - low) / Float(levels - 1)).exponent, significand: 1)
+                if (high - low) / step > Float(levels - 1) { step *= 2 }
+                scale = step
+            } else {
+                scale = 0
+            }
+            zero = scale > 0 ? Int(max(0, min(Float(levels), (-low / scale).rounded(.toNearestOrEven)))) : 0
         }
 
-        func code(_ value: Float) -> UInt8 {
+        init(scale: Float, zero: Int, levels: Int) {
+            (self.scale, self.zero, self.levels) = (scale, zero, levels)
+        }
+
+        func code(_ value: Float) -> Int {
             guard scale > 0 else { return 0 }
-            return UInt8(max(0, min(255, Int((value / scale).rounded(.toNearestOrEven)) + zero)))
+            return max(0, min(levels, Int((value / scale).rounded(.toNearestOrEven)) + zero))
+        }
+
+        /// Whether `value` is on the grid: `a · (code(value) − z) == value`.
+        func holds(_ value: Float) -> Bool { scale * Float(code(value) - zero) == value }
+
+        /// The grids a set of value groups (LUTs, or rows) run on: every group's `narrow` grid (8
+        /// bits) when each holds its group exactly, else the 16-bit grid over each group's range;
+        /// and whether every value is then exact.
+        static func choose(_ groups: [[Float]], narrow: [Grid]) -> (grids: [Grid], wide: Bool, exact: Bool) {
+            if zip(groups, narrow).allSatisfy({ group, grid in group.allSatisfy(grid.holds) }) { return (narrow, false, true) }
+            let wide = groups.map { Grid(minimum: $0.min() ?? 0, maximum: $0.max() ?? 0, levels: 65535) }
+            return (wide, true, zip(groups, wide).allSatisfy { group, grid in group.allSatisfy(grid.holds) })
         }
     }
 
-    /// Per-group LUTs of a scalar palette quantized to 8 bits; each row's LUT, scale and offset
-    /// (output-channel scales folded in), and each row's zero code. Codes are left empty for the caller.
-    static func paletteGrid(_ weight: EncodedTensor, _ palette: PaletteEncoding) -> (CodeMatrix, zeroCodes: [UInt8]) {
+    /// Codes of at most 16 bits as their high bytes and, for `wide` codes, their low bytes.
+    static func planes(_ codes: [Int], wide: Bool) -> (high: [UInt8], low: [UInt8]?) {
+        wide ? (codes.map { UInt8($0 >> 8) }, codes.map { UInt8($0 & 0xFF) }) : (codes.map { UInt8($0) }, nil)
+    }
+
+    /// Per-group LUTs of a scalar palette on their grids (see the type's documentation); each row's
+    /// LUT codes, scale and offset (output-channel scales folded in), and each row's zero code.
+    /// Codes are left empty for the caller.
+    static func paletteGrid(_ weight: EncodedTensor, _ palette: PaletteEncoding) -> (CodeMatrix, zeroCodes: [Int], rowCodes: [[Int]], wide: Bool) {
         let rows = weight.shape[0]
         let (luts, rowGroup) = PackedLinear.lookupTables(weight, palette, tableSize: palette.entries <= 16 ? 16 : 256)
-        let grids = luts.map { lut in Grid(minimum: lut.min()!, maximum: lut.max()!) }
+        let lutScales = palette.lutDType == .i8 ? weight.parts["lut_scales"]?.floats() : nil
+        let lutZeroPoints = weight.parts["lut_zero_points"]?.floats()
+        let narrow = luts.indices.map { group in
+            lutScales.map { Grid(scale: $0[group], zero: 128 + Int(lutZeroPoints?[group] ?? 0), levels: 255) }
+                ?? Grid(minimum: luts[group].min()!, maximum: luts[group].max()!, levels: 255)
+        }
+        let (grids, wide, exact) = Grid.choose(luts, narrow: narrow)
         let quantized = zip(luts, grids).map { lut, grid in lut.map(grid.code) }
         let channelScales = weight.parts["channel_scales"]?.floats()
         var scales = [Float](repeating: 0, count: rows), offsets = scales
@@ -448,9 +532,12 @@ public final class Int8PanelWeights: @unchecked Sendable {
             scales[row] = grid.scale * channel
             offsets[row] = grid.scale * Float(grid.zero) * channel
         }
-        let matrix = CodeMatrix(codes: [], rowScales: scales, rowOffsets: offsets, weightBlock: weight.shape[1], fourBit: palette.bits <= 4,
-                                rowLUTs: rowGroup.map { quantized[$0] }, exact: false)
-        return (matrix, rowGroup.map { UInt8(grids[$0].zero) })
+        let rowCodes = rowGroup.map { quantized[$0] }
+        let tables = rowCodes.map { planes($0, wide: wide) }
+        var matrix = CodeMatrix(codes: [], rowScales: scales, rowOffsets: offsets, weightBlock: weight.shape[1], fourBit: palette.bits <= 4,
+                                rowLUTs: tables.map(\.high), exact: exact)
+        if wide { matrix.rowLowLUTs = tables.map { $0.low! } }
+        return (matrix, rowGroup.map { grids[$0].zero }, rowCodes, wide)
     }
 
     /// Pruned affine codes or pruned scalar-palette indices, with each block's zero code (or the
@@ -459,8 +546,9 @@ public final class Int8PanelWeights: @unchecked Sendable {
         let rows = weight.shape[0], columns = weight.shape[1]
         var matrix: CodeMatrix
         let bits: Int
-        let zeroCode: (Int, Int) -> UInt8
-        let keptCode: (Int, Int16) -> UInt8
+        let zeroCode: (Int, Int) -> Int
+        let keptCode: (Int, Int16) -> Int
+        var wide = false
         switch base {
         case .affine(let affine) where affine.superBlockSize != nil && affine.offsetDType == nil:
             return foldedMultipliers(weight, affine)
@@ -471,29 +559,31 @@ public final class Int8PanelWeights: @unchecked Sendable {
             bits = affine.bits
             zeroCode = { row, column in
                 let index = row * blocksPerRow + column / block
-                return scales[index] > 0 ? UInt8(clamping: Int((offsets[index] / scales[index]).rounded())) : 0
+                return scales[index] > 0 ? Int(UInt8(clamping: Int((offsets[index] / scales[index]).rounded()))) : 0
             }
-            keptCode = { _, code in UInt8(code) }
+            keptCode = { _, code in Int(code) }
         case .palette(let palette) where palette.vectorSize == 1 && palette.channelAxis == 0:
-            let rowZeros: [UInt8]
-            (matrix, rowZeros) = paletteGrid(weight, palette)
-            let rowLUTs = matrix.rowLUTs!
+            let (grid, rowZeros, rowCodes, wideCodes) = paletteGrid(weight, palette)
+            matrix = grid
             matrix.rowLUTs = nil
+            matrix.rowLowLUTs = nil
             matrix.fourBit = false
+            wide = wideCodes
             bits = palette.bits
             zeroCode = { row, _ in rowZeros[row] }
-            keptCode = { row, code in rowLUTs[row][Int(code)] }
+            keptCode = { row, code in rowCodes[row][Int(code)] }
         default:
             return nil
         }
         let indices = unpackSparse(weight, rows: rows, columns: columns, bits: bits)
-        matrix.codes = [UInt8](repeating: 0, count: rows * columns)
+        var codes = [Int](repeating: 0, count: rows * columns)
         for row in 0..<rows {
             for column in 0..<columns {
                 let index = row * columns + column
-                matrix.codes[index] = indices[index] < 0 ? zeroCode(row, column) : keptCode(row, indices[index])
+                codes[index] = indices[index] < 0 ? zeroCode(row, column) : keptCode(row, indices[index])
             }
         }
+        (matrix.codes, matrix.lowCodes) = planes(codes, wide: wide)
         return matrix
     }
 
@@ -510,20 +600,34 @@ public final class Int8PanelWeights: @unchecked Sendable {
         return result
     }
 
-    /// Any other encoding: each decoded row on its own 8-bit grid.
+    /// Any other encoding: each decoded row on its own grid (8 bits when every row is exact on
+    /// it, else 16). Decodes every row twice (once to choose, once to code) into one row buffer.
     static func requantizedRows(_ weight: EncodedTensor) -> CodeMatrix {
         let rows = weight.shape[0], columns = weight.shape[1]
         let reader = EncodedTensorReader(weight)
-        var codes = [UInt8](repeating: 0, count: rows * columns)
-        var scales = [Float](repeating: 0, count: rows), offsets = scales
         var row = [Float](repeating: 0, count: columns)
-        for r in 0..<rows {
+        func decode(_ r: Int) {
             row.withUnsafeMutableBufferPointer { reader.decode(flatRange: (r * columns)..<((r + 1) * columns), into: $0.baseAddress!) }
-            let grid = Grid(minimum: row.min() ?? 0, maximum: row.max() ?? 0)
-            for column in 0..<columns { codes[r * columns + column] = grid.code(row[column]) }
-            scales[r] = grid.scale
-            offsets[r] = grid.scale * Float(grid.zero)
         }
-        return CodeMatrix(codes: codes, rowScales: scales, rowOffsets: offsets, weightBlock: columns, fourBit: false, rowLUTs: nil, exact: false)
+        var narrow: [Grid] = [], wideGrids: [Grid] = []
+        var narrowExact = true
+        for r in 0..<rows {
+            decode(r)
+            let (low, high) = (row.min() ?? 0, row.max() ?? 0)
+            narrow.append(Grid(minimum: low, maximum: high, levels: 255))
+            wideGrids.append(Grid(minimum: low, maximum: high, levels: 65535))
+            narrowExact = narrowExact && row.allSatisfy(narrow[r].holds)
+        }
+        let grids = narrowExact ? narrow : wideGrids
+        var codes = [Int](repeating: 0, count: rows * columns)
+        var exact = true
+        for r in 0..<rows {
+            decode(r)
+            for column in 0..<columns { codes[r * columns + column] = grids[r].code(row[column]) }
+            exact = exact && row.allSatisfy(grids[r].holds)
+        }
+        let (high, low) = planes(codes, wide: !narrowExact)
+        return CodeMatrix(codes: high, rowScales: grids.map(\.scale), rowOffsets: grids.map { $0.scale * Float($0.zero) },
+                          weightBlock: columns, fourBit: false, rowLUTs: nil, exact: exact, lowCodes: low)
     }
 }

@@ -6,8 +6,27 @@ import ShrinkCore
 public protocol LinearOperator: Sendable {
     var inFeatures: Int { get }
     var outFeatures: Int { get }
+    /// The kernel this layer runs and the weights it multiplies.
+    var execution: LinearExecution { get }
     /// Computes `rows × outFeatures` outputs from `rows × inFeatures` inputs (row-major).
     func forward(_ x: [Float], rows: Int, into y: inout [Float])
+}
+
+/// What a linear layer runs: its kernel, the form its weights take there, and how far those may
+/// be from the stored weights (0: the stored weights exactly).
+public struct LinearExecution: Sendable, Equatable, Codable {
+    /// The kernel and its variant (`int8 × u8 codes, avx512vnni`).
+    public let kernel: String
+    /// The weights as the kernel reads them (`4-bit LUT indices → 16-bit codes (two planes)`).
+    public let weights: String
+    /// The largest difference between a weight the kernel multiplies and the stored one.
+    public let maximumWeightError: Float
+
+    public init(kernel: String, weights: String, maximumWeightError: Float = 0) {
+        self.kernel = kernel
+        self.weights = weights
+        self.maximumWeightError = maximumWeightError
+    }
 }
 
 /// The default least work (multiply-adds) worth handing to another thread. The worker pool's
@@ -59,6 +78,8 @@ public final class DenseLinear: LinearOperator, @unchecked Sendable {
 
     deinit { UnsafeMutableRawPointer(panels).deallocate() }
 
+    public var execution: LinearExecution { LinearExecution(kernel: "fp32 panels, \(variant.rawValue)", weights: "f32") }
+
     public func forward(_ x: [Float], rows: Int, into y: inout [Float]) {
         precondition(x.count >= rows * inFeatures && y.count >= rows * outFeatures)
         let workers = workerCount(threads: threads, work: rows * outFeatures * inFeatures, outFeatures: panelCount,
@@ -107,6 +128,8 @@ public final class ReferenceEncodedLinear: LinearOperator, @unchecked Sendable {
         outFeatures = weight.shape[0]
         inFeatures = weight.shape[1]
     }
+
+    public var execution: LinearExecution { LinearExecution(kernel: "reference (f64 sums)", weights: "decoded rows") }
 
     public func forward(_ x: [Float], rows: Int, into y: inout [Float]) {
         var row = [Float](repeating: 0, count: inFeatures)

@@ -69,6 +69,18 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
 
     deinit { unpacked?.deallocate() }
 
+    /// fp32 activations times the stored weights decoded on the fly: exactly the stored weights.
+    public var execution: LinearExecution {
+        let weights = switch layout {
+        case .affine(_, _, let fourBit, _, _, _, _): fourBit ? "4-bit affine codes" : "8-bit affine codes"
+        case .palette(_, _, let fourBit, _, _, _, _): fourBit ? "4-bit LUT indices → f32 LUT" : "8-bit LUT indices → f32 LUT"
+        case .sparse(_, _, _, _, let luts, _, _, _, _, _, _): luts == nil ? "mask + affine codes" : "mask + LUT indices"
+        case .half(_, let bf16): bf16 ? "bf16" : "f16"
+        case .generic: "decoded rows"
+        }
+        return LinearExecution(kernel: "fp32 × decoded weights, \(variant.rawValue)", weights: weights)
+    }
+
     static func repack(_ weight: EncodedTensor) -> (Layout, UnsafeMutableBufferPointer<UInt8>?) {
         let rows = weight.shape[0], columns = weight.shape[1]
         var unpacked: UnsafeMutableBufferPointer<UInt8>?
@@ -149,10 +161,7 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
     /// group of each output row.
     static func lookupTables(_ weight: EncodedTensor, _ palette: PaletteEncoding, tableSize: Int) -> ([[Float]], [Int]) {
         let groups = EncodingLayout.groupCount(palette.granularity, shape: weight.shape)
-        var lut = weight.parts["lut"]!.floats()
-        if let lutScales = weight.parts["lut_scales"]?.floats() {
-            for group in 0..<groups { for entry in 0..<palette.entries { lut[group * palette.entries + entry] *= lutScales[group] } }
-        }
+        let lut = weight.paletteLUTs()
         let luts = (0..<groups).map { group in
             Array(lut[(group * palette.entries)..<((group + 1) * palette.entries)]) + [Float](repeating: 0, count: tableSize - palette.entries)
         }

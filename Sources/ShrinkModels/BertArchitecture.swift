@@ -110,6 +110,7 @@ public final class SentenceEncoder: SentenceEmbeddingRuntime, @unchecked Sendabl
     }
 
     public var dimension: Int { encoder.config.hiddenSize }
+    public var linearExecutions: [LinearLayerExecution] { encoder.linearExecutions }
     public func tokenize(_ text: String) -> [Int32] { tokenizer.encode(text) }
     public func embed(_ sequences: [[Int32]]) -> [[Float]] { encoder.embed(sequences) }
     public func embed(_ sequences: [[Int32]], into output: UnsafeMutableBufferPointer<Float>) { encoder.embed(sequences, into: output) }

@@ -18,6 +18,8 @@ public final class BertEncoder: @unchecked Sendable {
     let typeEmbeddings: EmbeddingTable
     let embeddingNorm: LayerNormWeights
     let layers: [Layer]
+    /// Every linear layer with what it runs.
+    public let linearExecutions: [LinearLayerExecution]
     /// Threads for attention, LayerNorm and GELU (the linear layers carry their own).
     let threads: Int
     /// The float kernels (GELU, attention, LayerNorm) this encoder runs.
@@ -65,6 +67,7 @@ public final class BertEncoder: @unchecked Sendable {
         self.layers = layers
         threads = source.threads
         kernels = source.kernels
+        linearExecutions = source.linearExecutions
     }
 
     /// Checks that every id `tokenizer` can produce has an embedding row and that its longest

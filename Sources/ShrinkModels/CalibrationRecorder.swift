@@ -16,6 +16,7 @@ struct ObservedLinear: LinearOperator {
     let observer: any LinearInputObserver
     var inFeatures: Int { base.inFeatures }
     var outFeatures: Int { base.outFeatures }
+    var execution: LinearExecution { base.execution }
 
     func forward(_ x: [Float], rows: Int, into y: inout [Float]) {
         x.withUnsafeBufferPointer { buffer in

@@ -14,6 +14,7 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
     public let architecture: String
     /// The tokenizer of a GGUF file (nil for Hugging Face weights, whose tokenizer Shrink does not read).
     public let tokenizer: BPETokenizer?
+    public let linearExecutions: [LinearLayerExecution]
     public let threads: Int
     /// The float kernels (attention and SwiGLU).
     let kernels: KernelVariant
@@ -84,6 +85,7 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
         self.tokenizer = tokenizer
         threads = source.threads
         kernels = source.kernels
+        linearExecutions = source.linearExecutions
     }
 
     /// Bytes a decoded token reads from its weights: every linear layer's packed weight (the

@@ -107,6 +107,9 @@ public struct ModelFiles: Sendable {
 /// A model ready to run, whatever its architecture. Capabilities are protocols that refine this
 /// one (`SentenceEmbeddingRuntime`); a task asks for the one it needs.
 public protocol ModelRuntime: AnyObject, Sendable {
+    /// Every linear layer, in order, with the kernel it runs and how exactly that computes its
+    /// stored weight.
+    var linearExecutions: [LinearLayerExecution] { get }
     /// Runs every text through the model once (what calibration observes); texts that the
     /// tokenizer makes longer than the model takes are cut to its longest input.
     func run(calibrationTexts texts: [String]) throws

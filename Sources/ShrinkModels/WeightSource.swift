@@ -50,6 +50,13 @@ public struct EmbeddingTable: Sendable {
 /// The weights of a model (any `TensorStore`), handed out as the runtime pieces that execute
 /// them: dense fp32 weights through BLAS, encoded weights through their kernels, without decoding
 /// whole encoded tensors.
+/// A linear layer of a runtime and what it runs.
+public struct LinearLayerExecution: Sendable, Equatable, Codable {
+    /// The op (`encoder.layer.0.attention.self.query`).
+    public let name: String
+    public let execution: LinearExecution
+}
+
 public final class WeightSource: @unchecked Sendable {
     public let store: any TensorStore
     public var path: String { store.path }
@@ -67,6 +74,8 @@ public final class WeightSource: @unchecked Sendable {
     let observer: (any LinearInputObserver)?
     /// Where the layers built from this source keep their repacked weights (in huge pages).
     let arena = WeightArena()
+    /// Every linear layer built from this source so far, in order.
+    public private(set) var linearExecutions: [LinearLayerExecution] = []
 
     /// Serves the tensors of `store`; encoded layers will use `options.threads` threads and compute
     /// in `options.activations` precision; `options.observer`, if any, sees every linear layer's inputs.
@@ -124,6 +133,7 @@ public final class WeightSource: @unchecked Sendable {
     /// The linear op `name` (`name.weight` `[out, in]`, optional `name.bias` `[out]`).
     func linear(_ name: String, out: Int, in inputs: Int) throws(ModelError) -> any LinearOperator {
         let base = try plainLinear(name, out: out, in: inputs)
+        linearExecutions.append(LinearLayerExecution(name: name, execution: base.execution))
         return observer.map { ObservedLinear(base: base, name: name, observer: $0) } ?? base
     }
 

@@ -74,6 +74,8 @@ def decode(encoding, parts, shape, positions):
         indices = unpack(parts["indices"], bits, count // width)
         lut = parts["lut"].astype(np.float32)
         if encoding["lut_dtype"] == "I8":
+            if "lut_zero_points" in parts:
+                lut = lut - parts["lut_zero_points"].astype(np.float32)[:, None, None]
             lut = lut * parts["lut_scales"].astype(np.float32)[:, None, None]
         granularity = encoding["granularity"]
         axis = granularity.get("axis", 0)

@@ -50,7 +50,7 @@ func run(_ arguments: [String]) -> (code: Int32, output: String, errors: String)
     @Test func unknownOptionSaysWhatWasExpected() {
         let result = run(["inspect", "--jsn"])
         #expect(result.code == 2)
-        #expect(result.errors == "shrink inspect: unknown option '--jsn'; expected one of --json, --help (see 'shrink inspect --help')")
+        #expect(result.errors == "shrink inspect: unknown option '--jsn'; expected one of --json, --kernels, --activations, --base, --help (see 'shrink inspect --help')")
         #expect(run(["inspect", "--json=yes"]).code == 2)
         #expect(run(["inspect", "a", "b"]).code == 2)
     }

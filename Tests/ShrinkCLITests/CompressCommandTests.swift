@@ -58,6 +58,28 @@ import ShrinkTestSupport
         }
     }
 
+    /// `inspect --kernels` shows, per linear layer of MiniLM, the kernel and the weights it
+    /// multiplies: an int8 LUT as 8-bit codes, exactly; an f16 LUT as 16-bit codes in two planes;
+    /// with fp32 activations, the decoded LUT. Needs the model: scripts/fetch-models.py minilm.
+    @Test func inspectShowsWhichKernelEachLayerRuns() throws {
+        let folder = TemporaryDirectory()
+        for (lut, weights) in [("int8", "4-bit LUT indices → 8-bit codes"), ("f16", "4-bit LUT indices → 16-bit codes (two planes)")] {
+            let recipe = try Self.recipe(#"{"op_type": {"linear": {"palettize": {"bits": 4, "lut_dtype": "\#(lut)"}}}, "weight_threshold": 2048}"#, in: folder)
+            let output = folder.file("\(lut).safetensors")
+            #expect(run(["compress", "--model", TestModels.miniLM, "--recipe", recipe, "--output", output]).code == 0)
+            let integer = run(["inspect", output, "--kernels", "--base", TestModels.miniLM])
+            #expect(integer.code == 0, "\(integer.errors)")
+            let rows = integer.output.split(separator: "\n").filter { $0.contains("encoder.layer.") }
+            #expect(rows.count == 36 && rows.allSatisfy { $0.contains(weights) && $0.contains("int8 × u8 codes") }, "\(integer.output)")
+            if lut == "int8" { #expect(rows.allSatisfy { $0.hasSuffix("exact") }, "\(integer.output)") }
+            let float = run(["inspect", output, "--kernels", "--base", TestModels.miniLM, "--activations", "f32", "--json"])
+            let layers = try JSONSerialization.jsonObject(with: Data(float.output.utf8)) as? [[String: Any]]
+            let executions = try #require(layers).compactMap { $0["execution"] as? [String: Any] }
+            #expect(executions.count == 36 && executions.allSatisfy { ($0["maximum_weight_error"] as? Double) == 0 }, "\(float.output)")
+            #expect(executions.filter { ($0["weights"] as? String) == "4-bit LUT indices → f32 LUT" }.count == 36, "\(float.output)")
+        }
+    }
+
     @Test func failuresLeaveNoOutputBehind() throws {
         let folder = TemporaryDirectory()
         let output = folder.file("out.safetensors")

@@ -8,7 +8,7 @@ import ShrinkTestSupport
 /// The integer path (int8 activations × u8 weight codes): the vector kernel against its Swift
 /// twin (same arithmetic, so identical outputs), and both against exact arithmetic on the stored
 /// weights (`ReferenceEncodedLinear`) within the bound that activation quantization (and, for
-/// palettes, the 8-bit LUT grid) allows.
+/// palettes whose LUTs take 16-bit codes, their grid) allows.
 @Suite struct Int8ActivationLinearTests {
     static let shapes: [[Int]] = [[97, 385], [96, 64], [13, 7], [16, 48], [33, 100]]
     /// Byte panels in tiles of 4, 2 and 1 rows; 4-bit panels in single-panel tiles of 1–8 rows
@@ -183,11 +183,56 @@ import ShrinkTestSupport
                 "an fp32 layer")
     }
 
+    /// Palette LUTs take 8-bit codes when their grid holds every entry (int8 LUTs, a custom LUT of
+    /// coarse values), else 16-bit codes in two planes within 2⁻¹⁶ of the LUT's range; one-hot
+    /// activations read back the weights every variant multiplies, which are the stored ones that
+    /// closely (up to float rounding).
+    @Test func paletteLUTsRunTheirStoredValues() throws {
+        var generator = SeededGenerator(seed: 21)
+        let (outFeatures, inFeatures) = (48, 96)
+        let tensor = try DenseTensor(converting: generator.floats(outFeatures * inFeatures), shape: [outFeatures, inFeatures])
+        var prunedInt8 = EncodingCatalog.palettize(4, lut: .i8)
+        prunedInt8.prune = .nOfM(n: 2, m: 4)
+        let cases: [(String, OpCompressionConfig, codeBits: Int, exact: Bool)] = [
+            ("int8 LUT", EncodingCatalog.palettize(4, lut: .i8), 8, true),
+            ("int8 LUT grouped 16", EncodingCatalog.palettize(3, .kmeans, .perGroupedChannel(axis: 0, groupSize: 16), lut: .i8), 8, true),
+            ("int8 LUT 6-bit", EncodingCatalog.palettize(6, lut: .i8), 8, true),
+            ("2:4 + int8 LUT", prunedInt8, 8, true),
+            ("custom coarse LUT", EncodingCatalog.palettize(2, .custom([-0.5, 0, 0.25, 0.5])), 8, true),
+            ("f16 LUT", EncodingCatalog.palettize(4), 16, false),
+            ("f16 LUT 6-bit", EncodingCatalog.palettize(6), 16, false),
+            ("vector LUT", EncodingCatalog.palettize(2, vector: 2), 16, false),
+        ]
+        var identity = [Float](repeating: 0, count: inFeatures * inFeatures)
+        for k in 0..<inFeatures { identity[k * inFeatures + k] = 1 }
+        for (name, config, codeBits, exact) in cases {
+            let weight = try WeightCompressor.encode(name: "w", tensor: tensor, config: config)
+            let panels = try #require(Int8PanelWeights(weight: weight), "\(name)")
+            #expect(panels.codeBits == codeBits && (!exact || panels.isExact), "\(name): \(panels.codeDescription)")
+            let decoded = weight.decode()
+            if case .palette = weight.encoding, codeBits == 16 {
+                let range = Double(decoded.max()! - min(decoded.min()!, 0))
+                #expect((0..<outFeatures).allSatisfy { Double(panels.maximumWeightError(row: $0)) <= range / 65534 }, "\(name)")
+            }
+            for variant in IntegerKernelVariant.available {
+                let kernel = Int8ActivationLinear(weights: panels, bias: nil, threads: 2, variant: variant, minimumWorkPerThread: 0)
+                var computed = [Float](repeating: .nan, count: inFeatures * outFeatures)
+                kernel.forward(identity, rows: inFeatures, into: &computed)
+                for o in 0..<outFeatures {
+                    let row = decoded[(o * inFeatures)..<((o + 1) * inFeatures)]
+                    let tolerance = panels.maximumWeightError(row: o) + 4e-6 * row.map(abs).max()!
+                    let worst = (0..<inFeatures).map { abs(computed[$0 * outFeatures + o] - row[o * inFeatures + $0]) }.max()!
+                    #expect(worst <= tolerance, "\(name) \(variant): row \(o) off by \(worst), allowed \(tolerance)")
+                }
+            }
+        }
+    }
+
     @Test func nibblePanelsKeepTheirLUTsAndIntegerScales() throws {
         var generator = SeededGenerator(seed: 3)
         let tensor = try DenseTensor(converting: generator.floats(64 * 96), shape: [64, 96])
         let shared = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: EncodingCatalog.palettize(4)))!
-        #expect(shared.fourBit && !shared.isExact && shared.byteCount < 64 * 96)
+        #expect(shared.fourBit && shared.codeBits == 16 && shared.byteCount < 64 * 96, "an f16 LUT: nibble indices, 16-bit codes")
         let grouped = Int8PanelWeights(weight: try WeightCompressor.encode(
             name: "w", tensor: tensor, config: EncodingCatalog.palettize(4, .kmeans, .perGroupedChannel(axis: 0, groupSize: 8))))!
         #expect(!grouped.fourBit, "groups of 8 channels split the panels of 16: codes take a byte")

@@ -114,6 +114,12 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 //   channel r at input 8t + i in its low nibble and at input 8t + 4 + i in its high nibble; a
 //   panel is kpad * 8 bytes. With a LUT (16 bytes per panel), a nibble is an index and its code
 //   is lut[index].
+// Two planes (`low` not NULL): codes are 16 bits, q = 256 * high + low, where high is the code the
+// panels above give and low comes from a second table of the same layout: for nibble panels with
+// a LUT, 16 more bytes per panel (low[index]); for byte panels, a second panel array. Each
+// activation block's integer sum is (sum(q_x * high) << 8) + sum(q_x * low), exact in int32
+// (|sum| <= 32 * 65535 * 128 < 2^31); everything else is as for one plane. Palette LUTs that an
+// 8-bit grid does not hold exactly run so, on a 16-bit grid.
 // scales and offsets hold, per panel and weight block, 16 floats (one per channel).
 // Activations are quantized per row in blocks of 32 inputs: x ~ s * q with s = max|x| / 127,
 // q = round-to-nearest-even(x * (127 / max|x|)) in [-127, 127] (q = 0, s = 0 for an all-zero
@@ -156,11 +162,12 @@ void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, 
                              float *scales, float *sums, int32_t *integer_sums);
 
 /// y[m * ldy + c] for m < rows and the channels c < n of panels [panel_begin, panel_end) (bias
-/// may be NULL; luts is NULL unless nibble indices go through per-panel LUTs; zero_points, laid
+/// may be NULL; luts is NULL unless nibble indices go through per-panel LUTs; low is NULL unless the
+/// codes have two planes (then there are no zero points or multipliers); zero_points, laid
 /// out like the scales, is NULL unless the nibble codes are affine with o = a * z, which allows the
 /// centered form; multipliers (laid out like the zero points) and channel_scales (16 floats per
 /// panel) are NULL unless they allow the integer-scaled form; offsets is NULL for centered byte codes).
-void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points,
+void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
                              const uint8_t *multipliers, const float *channel_scales, size_t n,
                              size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                              size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
@@ -203,7 +210,7 @@ void shrink_quantize_rows_s8_avx2(const float *x, size_t rows, size_t k, size_t 
 /// shrink_gemm_u8s8_panels with AVX2 `vpmaddubsw` (same results: the arithmetic of the Swift twin,
 /// centered from SHRINK_WIDEN_FROM_ROWS rows and integer-scaled at every row count like the other
 /// variants, without widening).
-void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *zero_points,
+void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
                                   const uint8_t *multipliers, const float *channel_scales, size_t n,
                                   size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                                   size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
