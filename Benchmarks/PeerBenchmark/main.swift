@@ -1,4 +1,4 @@
-// Shrink and ONNX Runtime side by side on all-MiniLM-L6-v2, in one run, interleaved (each round
+// Shrink, ONNX Runtime and OpenVINO side by side on all-MiniLM-L6-v2, in one run, interleaved (each round
 // runs every configuration in turn, so machine drift hits all alike), after a warm-up:
 // - batch 1: the first 200 reference sentences, pre-tokenized, one at a time (forward, mean
 //   pooling, normalization): median ms per sentence;
@@ -6,7 +6,9 @@
 // - 1 and 2 threads; Shrink fp32 and recipes (default: int8, 4-bit blocks of 32 and of 64 and 4-bit
 //   palette, all three by GPTQ, and 2:4-sparse; `--recipes a,b` picks others from recipes/) next to
 //   ONNX Runtime fp32 and dynamic int8 (graph built from the same safetensors by
-//   Benchmarks/Peers/onnxruntime_minilm.py);
+//   Benchmarks/Peers/onnxruntime_minilm.py) and OpenVINO fp32, NNCF's static W8A8 and NNCF's INT4
+//   with AWQ, scale estimation and GPTQ (Benchmarks/Peers/openvino_minilm.py; NNCF calibrates on
+//   the first 300 lines of data/calibration/minilm-calibration.txt, the recipes' calibration text);
 // - fidelity: mean and minimum cosine to the fp32 reference embeddings of all 262 reference
 //   sentences;
 // - the time to load each model (memory map + repack of every compressed layer).
@@ -14,7 +16,7 @@
 // Compressed models run with int8 activations; `--f32-activations` adds each recipe again with fp32
 // activations.
 //   swift run -c release PeerBenchmark [--rounds n] [--output peer-benchmark.json] [--recipes a,b,…] [--f32-activations]
-// Without onnxruntime it says how to install it and runs Shrink alone.
+// A peer whose Python packages are missing is left out, with the command that installs them.
 import Dispatch
 import Foundation
 import Shrink
@@ -69,22 +71,29 @@ let stsRows = try String(contentsOf: root.appendingPathComponent("data/stsb/sts-
 let throughputIDs = Array(stsRows.flatMap { [String($0[5]), String($0[6])] }.prefix(1024).map(tokenizer.tokenize).sorted { $0.count < $1.count })
 let batches = stride(from: 0, to: throughputIDs.count, by: 32).map { Array(throughputIDs[$0..<min($0 + 32, throughputIDs.count)]) }
 let workloadPath = scratch + "/workload.json"
+let calibrationIDs = try String(contentsOf: root.appendingPathComponent("data/calibration/minilm-calibration.txt"), encoding: .utf8)
+    .split(separator: "\n").prefix(300).map { tokenizer.tokenize(String($0)) }
 try JSONSerialization.data(withJSONObject: ["reference": referenceIDs.map { $0.map(Int.init) }, "latency": latencyIDs.map { $0.map(Int.init) },
-                                            "throughput": throughputIDs.map { $0.map(Int.init) }]).write(to: URL(fileURLWithPath: workloadPath))
+                                            "throughput": throughputIDs.map { $0.map(Int.init) },
+                                            "calibration": calibrationIDs.map { $0.map(Int.init) }]).write(to: URL(fileURLWithPath: workloadPath))
 let referenceEmbeddings = try SafetensorsFile(path: fixtures.appendingPathComponent("embeddings.safetensors").path).tensor(named: "embeddings").floats()
 
-/// The ONNX Runtime side: a Python process answering one JSON request per line.
+/// A peer runtime: a Python process answering one JSON request per line (Benchmarks/Peers).
 final class Peer {
     let process = Process()
     let input = Pipe(), output = Pipe()
     var buffer = Data()
-    /// The onnxruntime version the peer reported.
+    /// The runtime's version as the peer reported it (its ready line's `versionKey`).
     private(set) var version = ""
+    /// (row name, variant) of each configuration the peer serves.
+    let variants: [(String, String)]
 
-    init?(script: String) {
+    /// Starts `script` when `python3` imports `modules`; nil otherwise.
+    init?(script: String, modules: String, versionKey: String, variants: [(String, String)]) {
+        self.variants = variants
         let check = Process()
         check.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        check.arguments = ["python3", "-c", "import onnx, onnxruntime"]
+        check.arguments = ["python3", "-c", "import " + modules]
         check.standardError = FileHandle.nullDevice
         guard (try? check.run()) != nil else { return nil }
         check.waitUntilExit()
@@ -94,7 +103,7 @@ final class Peer {
         process.standardInput = input
         process.standardOutput = output
         guard (try? process.run()) != nil else { return nil }
-        guard let ready = readLine(), let name = ready["onnxruntime"] as? String else { return nil }
+        guard let ready = readLine(), let name = ready[versionKey] as? String else { return nil }
         version = name
     }
 
@@ -113,17 +122,30 @@ final class Peer {
 
     func ask(_ request: [String: Any]) -> [String: Any] {
         input.fileHandleForWriting.write(try! JSONSerialization.data(withJSONObject: request) + Data([0x0A]))
-        guard let answer = readLine() else { fatalError("the ONNX Runtime peer stopped answering") }
+        guard let answer = readLine() else { fatalError("the peer \(process.arguments?[1] ?? "") stopped answering") }
         return answer
     }
 }
 
-let peer = Peer(script: root.appendingPathComponent("Benchmarks/Peers/onnxruntime_minilm.py").path)
-if let peer {
+let peerScripts = root.appendingPathComponent("Benchmarks/Peers")
+var peers: [Peer] = []
+if let peer = Peer(script: peerScripts.appendingPathComponent("onnxruntime_minilm.py").path, modules: "onnx, onnxruntime", versionKey: "onnxruntime",
+                   variants: [("ONNX Runtime fp32", "fp32"), ("ONNX Runtime int8 (dynamic)", "int8")]) {
     _ = peer.ask(["workload": workloadPath])
     print("ONNX Runtime \(peer.version) (CPU execution provider, graph optimizations on)")
+    peers.append(peer)
 } else {
-    print("ONNX Runtime is not installed: python3 -m pip install -r scripts/requirements-peers.txt; running Shrink alone.")
+    print("ONNX Runtime is not installed (python3 -m pip install -r scripts/requirements-peers.txt): left out.")
+}
+if let peer = Peer(script: peerScripts.appendingPathComponent("openvino_minilm.py").path, modules: "onnx, openvino, nncf", versionKey: "openvino",
+                   variants: [("OpenVINO fp32", "fp32"), ("OpenVINO NNCF W8A8 (static)", "w8a8"), ("OpenVINO NNCF INT4 AWQ+SE+GPTQ", "int4")]) {
+    let loaded = peer.ask(["workload": workloadPath])
+    let seconds = (loaded["preparation_seconds"] as? [String: Double] ?? [:]).sorted { $0.key < $1.key }
+        .map { String(format: "%@ %.1f s", $0.key, $0.value) }.joined(separator: ", ")
+    print("OpenVINO \(peer.version) (CPU plugin, one synchronous request, NUM_STREAMS 1); NNCF quantization: \(seconds)")
+    peers.append(peer)
+} else {
+    print("OpenVINO or NNCF is not installed (python3 -m pip install -r scripts/requirements-peers.txt): left out.")
 }
 print("BLAS: \(BLASLibrary.summary); kernels: \(KernelVariant.best.rawValue), integer kernels: \(IntegerKernelVariant.best.rawValue)")
 print("batch 1: \(latencyIDs.count) sentences, mean \(latencyIDs.reduce(0) { $0 + $1.count } / latencyIDs.count) tokens; batch 32: \(throughputIDs.count) sentences")
@@ -184,13 +206,13 @@ var rows: [Row] = []
 for threads in [1, 2] {
     BLASLibrary.setThreadCount(threads)
     let encoders = try files.map { ($0.0, try loadEncoder($0.1, threads: threads, activations: $0.2)) }
-    let peerVariants = peer == nil ? [] : [("ONNX Runtime fp32", "fp32"), ("ONNX Runtime int8 (dynamic)", "int8")]
+    let peerVariants = peers.flatMap { peer in peer.variants.map { (name: $0.0, variant: $0.1, peer: peer) } }
     var batch1 = [String: [Double]](), throughput = [String: [Double]]()
     // Warm-up.
     for (_, encoder) in encoders { for sequence in latencyIDs.prefix(20) { _ = encoder.embed([sequence]) }; _ = encoder.embed(batches[0]) }
-    for (_, variant) in peerVariants {
-        _ = peer!.ask(["variant": variant, "threads": threads, "run": "batch1", "inputs": "latency"])
-        _ = peer!.ask(["variant": variant, "threads": threads, "run": "batch32", "inputs": "throughput"])
+    for (_, variant, peer) in peerVariants {
+        _ = peer.ask(["variant": variant, "threads": threads, "run": "batch1", "inputs": "latency"])
+        _ = peer.ask(["variant": variant, "threads": threads, "run": "batch32", "inputs": "throughput"])
     }
     for _ in 0..<rounds {
         for (name, encoder) in encoders {
@@ -203,10 +225,10 @@ for threads in [1, 2] {
             for batch in batches { _ = encoder.embed(batch) }
             throughput[name, default: []].append(Double(throughputIDs.count) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9))
         }
-        for (name, variant) in peerVariants {
-            let times = peer!.ask(["variant": variant, "threads": threads, "run": "batch1", "inputs": "latency"])["milliseconds"] as! [Double]
+        for (name, variant, peer) in peerVariants {
+            let times = peer.ask(["variant": variant, "threads": threads, "run": "batch1", "inputs": "latency"])["milliseconds"] as! [Double]
             batch1[name, default: []] += times
-            let seconds = peer!.ask(["variant": variant, "threads": threads, "run": "batch32", "inputs": "throughput"])["seconds"] as! Double
+            let seconds = peer.ask(["variant": variant, "threads": threads, "run": "batch32", "inputs": "throughput"])["seconds"] as! Double
             throughput[name, default: []].append(Double(throughputIDs.count) / seconds)
         }
     }
@@ -216,8 +238,8 @@ for threads in [1, 2] {
         threadRows.append(Row(name: name, threads: threads, batch1MillisecondsPerSentence: median(batch1[name]!),
                               batch32SentencesPerSecond: median(throughput[name]!), meanCosine: mean, minCosine: minimum))
     }
-    for (name, variant) in peerVariants {
-        let fidelity = peer!.ask(["variant": variant, "threads": threads, "run": "fidelity", "inputs": "reference",
+    for (name, variant, peer) in peerVariants {
+        let fidelity = peer.ask(["variant": variant, "threads": threads, "run": "fidelity", "inputs": "reference",
                                   "reference": fixtures.appendingPathComponent("embeddings.safetensors").path])
         threadRows.append(Row(name: name, threads: threads, batch1MillisecondsPerSentence: median(batch1[name]!),
                               batch32SentencesPerSecond: median(throughput[name]!), meanCosine: fidelity["mean_cosine"] as! Double,

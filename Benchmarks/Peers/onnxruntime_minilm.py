@@ -23,15 +23,16 @@ import logging
 import math
 import os
 import sys
-import time
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 from safetensors.numpy import load_file
 
+from peer_protocol import serve
 
-def build(folder, path):
+
+def build(folder, path, transposed_matmuls=False):
     config = json.load(open(os.path.join(folder, "config.json")))
     weights = load_file(os.path.join(folder, "model.safetensors"))
     hidden, heads = config["hidden_size"], config["num_attention_heads"]
@@ -50,8 +51,12 @@ def build(folder, path):
         return constant(name, weights[name].astype(np.float32))
 
     def linear(x, prefix, out):
-        # y = x · Wᵀ + b with W stored [out, in]: the graph holds Wᵀ.
-        wt = constant(prefix + ".weight.T", weights[prefix + ".weight"].astype(np.float32).T.copy())
+        # y = x · Wᵀ + b with W stored [out, in]: the graph holds Wᵀ, or (transposed_matmuls) W and a
+        # Transpose, which OpenVINO reads as a MatMul with transpose_b (what NNCF's GPTQ takes).
+        if transposed_matmuls:
+            wt = node("Transpose", [weight(prefix + ".weight")], out + "_wt", perm=[1, 0])
+        else:
+            wt = constant(prefix + ".weight.T", weights[prefix + ".weight"].astype(np.float32).T.copy())
         return node("Add", [node("MatMul", [x, wt], out + "_mm"), weight(prefix + ".bias")], out)
 
     def layer_norm(x, prefix, out):
@@ -110,66 +115,38 @@ def build(folder, path):
     onnx.save(model, path)
 
 
+def fp32_graph(folder, work, transposed_matmuls=False):
+    """The fp32 ONNX graph in `work`, built once (written atomically); see `build`."""
+    os.makedirs(work, exist_ok=True)
+    path = os.path.join(work, "minilm-fp32" + ("-transposed" if transposed_matmuls else "") + ".onnx")
+    if not os.path.exists(path):
+        build(folder, path + ".tmp", transposed_matmuls)
+        os.replace(path + ".tmp", path)
+    return path
+
+
 def main():
     import onnxruntime as ort
     from onnxruntime.quantization import QuantType, quantize_dynamic
     folder, work = sys.argv[1], sys.argv[2]
-    os.makedirs(work, exist_ok=True)
-    paths = {"fp32": os.path.join(work, "minilm-fp32.onnx"), "int8": os.path.join(work, "minilm-int8-dynamic.onnx")}
-    if not os.path.exists(paths["fp32"]):
-        build(folder, paths["fp32"] + ".tmp")
-        os.replace(paths["fp32"] + ".tmp", paths["fp32"])
+    paths = {"fp32": fp32_graph(folder, work), "int8": os.path.join(work, "minilm-int8-dynamic.onnx")}
     if not os.path.exists(paths["int8"]):
         logging.disable(logging.WARNING)
         quantize_dynamic(paths["fp32"], paths["int8"] + ".tmp.onnx", weight_type=QuantType.QInt8, per_channel=True)
         os.replace(paths["int8"] + ".tmp.onnx", paths["int8"])
-    sessions, workload = {}, {}
+    sessions = {}
 
-    def session(variant, threads):
+    def runner(variant, threads):
         key = (variant, threads)
         if key not in sessions:
             options = ort.SessionOptions()
             options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            sessions[key] = ort.InferenceSession(paths[variant], options, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(paths[variant], options, providers=["CPUExecutionProvider"])
+            sessions[key] = lambda feeds: session.run(["embedding"], feeds)[0]
         return sessions[key]
 
-    def feed(batch):
-        longest = max(len(sequence) for sequence in batch)
-        ids = np.zeros((len(batch), longest), np.int64)
-        mask = np.zeros_like(ids)
-        for row, sequence in enumerate(batch):
-            ids[row, :len(sequence)], mask[row, :len(sequence)] = sequence, 1
-        return {"input_ids": ids, "attention_mask": mask}
-
-    print(json.dumps({"ready": list(paths), "onnxruntime": ort.__version__}), flush=True)
-    for line in sys.stdin:
-        request = json.loads(line)
-        if "workload" in request:
-            workload = json.load(open(request["workload"]))
-            print(json.dumps({"loaded": sorted(workload)}), flush=True)
-            continue
-        run = session(request["variant"], request["threads"])
-        inputs = workload[request["inputs"]]
-        if request["run"] == "batch1":
-            times = []
-            for sequence in inputs:
-                feeds = feed([sequence])
-                start = time.perf_counter()
-                run.run(["embedding"], feeds)
-                times.append((time.perf_counter() - start) * 1e3)
-            print(json.dumps({"milliseconds": times}), flush=True)
-        elif request["run"] == "batch32":
-            batches = [feed(inputs[i:i + 32]) for i in range(0, len(inputs), 32)]
-            start = time.perf_counter()
-            for feeds in batches:
-                run.run(["embedding"], feeds)
-            print(json.dumps({"seconds": time.perf_counter() - start}), flush=True)
-        else:
-            embeddings = np.concatenate([run.run(["embedding"], feed([sequence]))[0] for sequence in inputs]).astype(np.float64)
-            reference = load_file(request["reference"])["embeddings"].astype(np.float64)[:len(embeddings)]
-            cosines = (embeddings * reference).sum(1) / np.linalg.norm(embeddings, axis=1) / np.linalg.norm(reference, axis=1)
-            print(json.dumps({"mean_cosine": float(cosines.mean()), "min_cosine": float(cosines.min())}), flush=True)
+    serve({"ready": list(paths), "onnxruntime": ort.__version__}, runner)
 
 
 if __name__ == "__main__":
