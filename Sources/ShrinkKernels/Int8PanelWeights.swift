@@ -13,8 +13,9 @@ import ShrinkCore
 ///   the integer-scaled form (as per-channel bytes, the same results at every row count);
 /// - scalar palettes grouped along the output channels, dense or pruned: each group's LUT on a grid
 ///   `a · (q − z)` that holds 0 exactly: an `int8` LUT on its own grid (`a` its scale, `z` = 128
-///   plus its zero point), exactly; else the 8-bit grid with a power-of-two step over `[min(lut, 0), max(lut, 0)]` (see
-///   `Grid`) when it holds every entry exactly; else the 16-bit one: error at most half its step
+///   plus its zero point), exactly; else the 8-bit grid with a power-of-two step over
+///   `[min(lut, 0), max(lut, 0)]` (see `Grid`) when it holds every entry exactly; else the 16-bit
+///   one: error at most half its step
 ///   `a < 2 · range / 65534`, below 2⁻¹⁶ of the range per entry, and every f16 entry of at least
 ///   1,024 `a` (about 1/32 of the range) exact. Output-channel scales fold into `a` and `o`;
 /// - other palettes (vector entries, groups along the inputs): each decoded row on the same kind of
