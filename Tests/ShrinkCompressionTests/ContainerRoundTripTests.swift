@@ -64,6 +64,34 @@ import ShrinkTestSupport
         }
     }
 
+    /// An int8 LUT's optional zero points: decoded as `(q − z) · s`, checked for count and dtype,
+    /// refused beside an f16 LUT.
+    @Test func int8LUTZeroPointsAreCheckedAndDecoded() throws {
+        let indices = try DenseTensor(dtype: .u8, shape: [1], bytes: [0b11_10_01_00])
+        let lut = try DenseTensor(dtype: .i8, shape: [1, 4, 1], bytes: [Int8(-128), -1, 0, 127].map { UInt8(bitPattern: $0) })
+        let scales = try DenseTensor(converting: [0.5], shape: [1])
+        let zeroPoints = try DenseTensor(dtype: .i8, shape: [1], bytes: [UInt8(bitPattern: -3)])
+        func palette(_ dtype: DType) -> WeightEncoding {
+            .palette(PaletteEncoding(bits: 2, granularity: .perTensor, vectorSize: 1, lutDType: dtype, perChannelScale: false))
+        }
+        let tensor = try EncodedTensor(name: "w", shape: [1, 4], sourceDType: .f32, encoding: palette(.i8),
+                                       parts: ["indices": indices, "lut": lut, "lut_scales": scales, "lut_zero_points": zeroPoints])
+        #expect(tensor.decode() == [-62.5, 1, 1.5, 65])
+        let wrongCount = try DenseTensor(dtype: .i8, shape: [2], bytes: [0, 0])
+        #expect(throws: ShrinkCoreError.self) {
+            try EncodedTensor(name: "w", shape: [1, 4], sourceDType: .f32, encoding: palette(.i8),
+                              parts: ["indices": indices, "lut": lut, "lut_scales": scales, "lut_zero_points": wrongCount])
+        }
+        let halfLUT = try DenseTensor(converting: [-1, 0, 1, 2], to: .f16, shape: [1, 4, 1])
+        do {
+            _ = try EncodedTensor(name: "w", shape: [1, 4], sourceDType: .f32, encoding: palette(.f16),
+                                  parts: ["indices": indices, "lut": halfLUT, "lut_zero_points": zeroPoints])
+            Issue.record("accepted zero points beside an f16 LUT")
+        } catch {
+            #expect("\(error)".contains("lut_zero_points belong to I8 LUTs"), "\(error)")
+        }
+    }
+
     @Test func corruptContainerMetadataIsATypedError() throws {
         let folder = TemporaryDirectory()
         let path = folder.file("bad.safetensors")
