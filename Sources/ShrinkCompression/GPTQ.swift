@@ -79,9 +79,8 @@ enum GPTQ {
             if int8 {
                 let grids = (0..<(luts.count / entries)).map { group in
                     let range = (group * entries)..<((group + 1) * entries)
-                    var lut = Array(luts[range])
-                    let grid = Palettizer.roundToStorage(&lut, dtype: .i8)!
-                    luts.replaceSubrange(range, with: lut)
+                    let grid = LUTGrid(fitting: Array(luts[range]))
+                    for index in range { luts[index] = grid.rounded(luts[index]) }
                     return grid
                 }
                 try assign()
