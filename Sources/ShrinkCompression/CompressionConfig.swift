@@ -89,14 +89,30 @@ public enum PruningConfig: Equatable, Sendable {
     }
 }
 
-/// What to do to one weight: prune, then quantize or palettize (either step optional, not both of
-/// the last two). JSON: an object with keys `prune`, `quantize`, `palettize`.
+/// Incoherence processing (recipe key `rotate`, JSON `{"seed": 0}`): the weight's input axis is
+/// rotated by the randomized Hadamard rotation `HadamardRotation(size:seed:)` before the other
+/// steps, which then see `W · Rᵀ` (and calibrated ones the rotated correlation `R·H·Rᵀ`); the
+/// layer rotates its inputs at run time. Weights with the same input width and seed share `R`.
+public struct RotationConfig: Equatable, Sendable {
+    public var seed: UInt64 = 0
+
+    public init(seed: UInt64 = 0) { self.seed = seed }
+
+    /// The smallest Hadamard block worth rotating with: smaller ones barely spread an outlier.
+    public static let minimumBlock = 16
+}
+
+/// What to do to one weight: rotate, prune, then quantize or palettize (each step optional, not
+/// both of the last two). JSON: an object with keys `rotate`, `prune`, `quantize`, `palettize`.
 public struct OpCompressionConfig: Equatable, Sendable {
+    public var rotate: RotationConfig?
     public var prune: PruningConfig?
     public var quantize: QuantizationConfig?
     public var palettize: PalettizationConfig?
 
-    public init(prune: PruningConfig? = nil, quantize: QuantizationConfig? = nil, palettize: PalettizationConfig? = nil) {
+    public init(rotate: RotationConfig? = nil, prune: PruningConfig? = nil, quantize: QuantizationConfig? = nil,
+                palettize: PalettizationConfig? = nil) {
+        self.rotate = rotate
         self.prune = prune
         self.quantize = quantize
         self.palettize = palettize
@@ -112,6 +128,9 @@ extension OpCompressionConfig {
     public func mismatch(shape: [Int]) -> (key: String, reason: String)? {
         guard shape.count >= 1 else { return ("", "a weight needs at least one dimension") }
         let last = shape[shape.count - 1]
+        if rotate != nil, HadamardRotation.block(for: last).order < RotationConfig.minimumBlock {
+            return ("rotate", "the input dimension \(last) has no Hadamard block of \(RotationConfig.minimumBlock) or more (12^t · 2^k dividing it)")
+        }
         switch prune {
         case .nOfM(_, let m)? where last % m != 0:
             return ("prune.m", "m = \(m) does not divide the input dimension \(last)")
@@ -222,6 +241,11 @@ extension OpCompressionConfig {
     static func decode(_ value: JSONValue, file: String, keyPath: String) throws(CompressionError) -> OpCompressionConfig {
         var reader = try ConfigReader(value, file: file, keyPath: keyPath)
         var config = OpCompressionConfig()
+        if let rotate = reader.value("rotate") {
+            var rotation = try ConfigReader(rotate, file: file, keyPath: reader.path("rotate"))
+            config.rotate = RotationConfig(seed: UInt64(try rotation.integer("seed", default: 0, range: 0...Int.max)))
+            try rotation.finish()
+        }
         if let prune = reader.value("prune") {
             config.prune = try PruningConfig.decode(prune, file: file, keyPath: reader.path("prune"))
         }
@@ -237,6 +261,10 @@ extension OpCompressionConfig {
         }
         if config.prune == nil && config.quantize == nil && config.palettize == nil {
             throw .invalidRecipe(file: file, keyPath: keyPath, reason: "expected at least one of prune, quantize, palettize (or null to leave tensors alone)")
+        }
+        if config.prune != nil, config.rotate != nil {
+            throw .invalidRecipe(file: file, keyPath: keyPath + ".rotate",
+                                 reason: "rotation cannot be combined with pruning (a rotated row has no small weights to prune)")
         }
         if config.prune != nil, config.isCalibrated {
             throw .invalidRecipe(file: file, keyPath: keyPath + (config.quantize == nil ? ".palettize" : ".quantize") + ".method",

@@ -1,8 +1,8 @@
 import Foundation
 import ShrinkCore
 
-/// Applies an `OpCompressionConfig` to one weight: prune (optional), then quantize or palettize the
-/// kept elements, or keep them dense. A pure function of the weight, its config and the optional
+/// Applies an `OpCompressionConfig` to one weight: rotate (optional), prune (optional), then
+/// quantize or palettize the kept elements, or keep them dense. A pure function of the weight, its config and the optional
 /// per-element importance; deterministic.
 public enum WeightCompressor {
     /// Encodes `tensor` named `name`.
@@ -32,6 +32,10 @@ public enum WeightCompressor {
             guard importance.count == values.count, importance.allSatisfy({ $0 >= 0 && $0.isFinite }) else {
                 throw .invalidWeight(tensor: name, reason: "importance must be one finite non-negative value per element")
             }
+        }
+        if let rotate = config.rotate {
+            return try encodeRotated(name: name, values: values, tensor: tensor, config: config, rotate: rotate, importance: importance,
+                                     correlation: correlation, threads: threads)
         }
         let shape = tensor.shape
         var positions: [Int]?
@@ -96,6 +100,32 @@ public enum WeightCompressor {
             }
         }
         return encoded
+    }
+
+    /// `W' = W · Rᵀ` (each row rotated) encoded by the rest of `config` against the rotated
+    /// correlation, wrapped as `.rotated` with `R`'s signs.
+    static func encodeRotated(name: String, values: [Float], tensor: DenseTensor, config: OpCompressionConfig, rotate: RotationConfig,
+                              importance: [Float]?, correlation: InputCorrelation?, threads: Int) throws(CompressionError) -> EncodedTensor {
+        guard importance == nil else {
+            throw .invalidWeight(tensor: name, reason: "per-element importance does not carry over to rotated weights; drop \"rotate\" or the importance")
+        }
+        let columns = tensor.shape[tensor.shape.count - 1]
+        let rotation = HadamardRotation(size: columns, seed: rotate.seed)
+        var rotated = values
+        rotated.withUnsafeMutableBufferPointer { buffer in
+            for row in 0..<(buffer.count / columns) { rotation.rotate(buffer.baseAddress! + row * columns) }
+        }
+        var rest = config
+        rest.rotate = nil
+        let base = try encode(name: name, tensor: try! DenseTensor(converting: rotated, shape: tensor.shape), config: rest,
+                              correlation: correlation.map { $0.size == columns ? $0.rotated(by: rotation) : $0 }, threads: threads)
+        var parts = base.parts
+        parts["rotation_signs"] = try! DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: columns, bits: 1)], bytes: rotation.packedSigns)
+        do {
+            return try EncodedTensor(name: name, shape: tensor.shape, sourceDType: tensor.dtype, encoding: .rotated(base: base.encoding), parts: parts)
+        } catch {
+            throw .invalidWeight(tensor: name, reason: error.description)
+        }
     }
 }
 

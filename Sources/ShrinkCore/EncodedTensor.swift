@@ -28,6 +28,25 @@ public struct EncodedTensor: Sendable {
         try EncodingLayout.validate(encoding, shape: shape, elements: count, parts: parts, name: name)
     }
 
+    /// A tensor whose parts were validated as a part of another's.
+    private init(validated name: String, shape: [Int], sourceDType: DType, encoding: WeightEncoding, parts: [String: DenseTensor]) {
+        self.name = name
+        self.shape = shape
+        self.sourceDType = sourceDType
+        self.encoding = encoding
+        self.parts = parts
+    }
+
+    /// For a `.rotated` tensor, the stored `W'` (the base encoding with its parts) and the rotation
+    /// `R` of its input axis (`W = W' · R`); nil for other encodings.
+    public var inputRotation: (rotated: EncodedTensor, rotation: HadamardRotation)? {
+        guard case .rotated(let base) = encoding, let signs = parts["rotation_signs"], let columns = shape.last else { return nil }
+        var baseParts = parts
+        baseParts["rotation_signs"] = nil
+        return (EncodedTensor(validated: name, shape: shape, sourceDType: sourceDType, encoding: base, parts: baseParts),
+                HadamardRotation(size: columns, packedSigns: signs.bytes))
+    }
+
     /// The number of logical elements.
     public var elementCount: Int { shape.reduce(1, *) }
 
@@ -252,8 +271,16 @@ public enum EncodingLayout {
                     _ = try part("super_scales", [.f16, .f32], count: rows * ((columns + superBlock - 1) / superBlock))
                 }
             }
+        case .rotated(let base):
+            if case .rotated = base { throw fail("rotations do not nest") }
+            guard let columns = shape.last, columns > 0, elements == shape.reduce(1, *) else { throw fail("a rotation needs a non-empty input axis") }
+            let signs = try part("rotation_signs", [.u8], count: PackedBits.byteCount(count: columns, bits: 1))
+            let padding = signs.byteCount * 8 - columns
+            if padding > 0, signs.bytes[signs.byteCount - 1] >> (8 - padding) != 0 { throw fail("rotation_signs has bits set past the last input") }
+            try validate(base, shape: shape, elements: elements, parts: parts, name: name)
         case .sparse(_, let base):
             if case .sparse = base { throw fail("sparse encodings do not nest") }
+            if case .rotated = base { throw fail("a rotation wraps the sparse encoding, not the reverse") }
             if case .palette(let layout) = base, layout.vectorSize > 1 { throw fail("vector palettes cannot be sparse") }
             let total = shape.reduce(1, *)
             let mask = try part("mask", [.u8], count: PackedBits.byteCount(count: total, bits: 1))

@@ -3,9 +3,11 @@
 ///
 /// Float views of the small parts (scales, zero points, LUTs with their int8 scales applied,
 /// channel scales) are made once; for a sparse tensor, the number of kept elements before each
-/// 8-element mask byte is precomputed so any position's encoded index is found in O(1).
+/// 8-element mask byte is precomputed so any position's encoded index is found in O(1). A rotated
+/// tensor decodes whole rows of its stored `W'` and rotates each back, `w = Rᵀ · w'`.
 public final class EncodedTensorReader: @unchecked Sendable {
     public let tensor: EncodedTensor
+    private let rotation: (reader: EncodedTensorReader, rotation: HadamardRotation)?
     private let base: WeightEncoding
     private let mask: UnsafeRawBufferPointer?
     private let keptBeforeByte: [Int]
@@ -20,6 +22,14 @@ public final class EncodedTensorReader: @unchecked Sendable {
 
     public init(_ tensor: EncodedTensor) {
         self.tensor = tensor
+        if let (rotated, rotation) = tensor.inputRotation {
+            self.rotation = (EncodedTensorReader(rotated), rotation)
+            (base, mask, keptBeforeByte, scales, zeroPoints, lut, channelScales, offsets, blockScales, denseValues) =
+                (rotated.encoding, nil, [], [], nil, [], nil, nil, nil, [])
+            packed = UnsafeRawBufferPointer(start: nil, count: 0)
+            return
+        }
+        rotation = nil
         if case .sparse(_, let base) = tensor.encoding {
             self.base = base
             let mask = tensor.parts["mask"]!.bytes
@@ -45,6 +55,19 @@ public final class EncodedTensorReader: @unchecked Sendable {
     /// Decodes flat positions `flatRange` into `output[0..<flatRange.count]` (pruned positions are 0).
     public func decode(flatRange: Range<Int>, into output: UnsafeMutablePointer<Float>) {
         let shape = tensor.shape
+        if let rotation, !flatRange.isEmpty {
+            let columns = rotation.rotation.size
+            let row = UnsafeMutablePointer<Float>.allocate(capacity: columns)
+            defer { row.deallocate() }
+            for index in (flatRange.lowerBound / columns)...((flatRange.upperBound - 1) / columns) {
+                let rowRange = (index * columns)..<((index + 1) * columns)
+                rotation.reader.decode(flatRange: rowRange, into: row)
+                rotation.rotation.unrotate(row)
+                let wanted = rowRange.clamped(to: flatRange)
+                (output + wanted.lowerBound - flatRange.lowerBound).update(from: row + wanted.lowerBound - rowRange.lowerBound, count: wanted.count)
+            }
+            return
+        }
         for position in flatRange {
             var element = position
             if let mask {
@@ -83,8 +106,8 @@ public final class EncodedTensorReader: @unchecked Sendable {
                 result *= blockScales[(position / columns) * ((columns + block - 1) / block) + (position % columns) / block]
             }
             return result
-        case .sparse:
-            preconditionFailure("sparse encodings do not nest")
+        case .sparse, .rotated:
+            preconditionFailure("validation keeps sparse and rotated encodings out of a base")
         }
     }
 }

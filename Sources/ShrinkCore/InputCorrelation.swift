@@ -40,6 +40,20 @@ public struct InputCorrelation: Sendable, Equatable {
         rows += count
     }
 
+    /// The correlation of the rotated inputs `R·x`: `R · H · Rᵀ` (`rotation.size == size`), in
+    /// `O(size² · (k + 12t))` for a Hadamard block `12^t · 2^k`.
+    public func rotated(by rotation: HadamardRotation) -> InputCorrelation {
+        precondition(rotation.size == size)
+        var result = self
+        result.matrix.withUnsafeMutableBufferPointer { h in
+            // Rows of H become rows of H·Rᵀ; H·Rᵀ transposed is R·H (H symmetric), whose rows become R·H·Rᵀ.
+            for row in 0..<size { rotation.rotate(h.baseAddress! + row * size) }
+            for i in 0..<size { for j in (i + 1)..<max(i + 1, size) { h.swapAt(i * size + j, j * size + i) } }
+            for row in 0..<size { rotation.rotate(h.baseAddress! + row * size) }
+        }
+        return result
+    }
+
     /// The correlation of the inputs reordered so that new input `i` is old input `order[i]`.
     public func permuted(_ order: [Int]) -> InputCorrelation {
         precondition(order.count == size)

@@ -10,6 +10,7 @@
 ///   with `P` one of `{"kind": "per_tensor"}`, `{"kind": "per_grouped_channel", "axis": 0, "group_size": 16}`
 /// - `{"kind": "sparse", "pattern": S, "base": <encoding>}` with `S` one of `{"kind": "unstructured"}`,
 ///   `{"kind": "n_of_m", "n": 2, "m": 4}`, `{"kind": "blocks", "block_size": 4}`
+/// - `{"kind": "rotated", "transform": "randomized_hadamard", "base": <encoding>}`
 extension WeightEncoding {
     /// The encoding as JSON.
     public var json: JSONValue {
@@ -52,6 +53,8 @@ extension WeightEncoding {
             case .blocks(let size): .object([("kind", .string("blocks")), ("block_size", number(size))])
             }
             return .object([("kind", .string("sparse")), ("pattern", pattern), ("base", base.json)])
+        case .rotated(let base):
+            return .object([("kind", .string("rotated")), ("transform", .string("randomized_hadamard")), ("base", base.json)])
         }
     }
 
@@ -103,6 +106,12 @@ extension WeightEncoding {
             case let other: throw WeightEncodingJSONError(message: "encoding.pattern.kind: unknown '\(other)'")
             }
             self = .sparse(SparseEncoding(pattern: pattern), base: try WeightEncoding(json: try fields.value("base")))
+        case "rotated":
+            let transform = try fields.string("transform")
+            guard transform == "randomized_hadamard" else {
+                throw WeightEncodingJSONError(message: "encoding.transform: unknown '\(transform)' (expected randomized_hadamard)")
+            }
+            self = .rotated(base: try WeightEncoding(json: try fields.value("base")))
         case let other:
             throw WeightEncodingJSONError(message: "encoding.kind: unknown '\(other)'")
         }

@@ -351,7 +351,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
             return nil
         case .palette:
             return requantizedRows(weight)
-        case .dense:
+        case .dense, .rotated:
+            // A rotated weight runs its stored base behind the input rotation (`RotatedLinear`).
             return nil
         }
     }

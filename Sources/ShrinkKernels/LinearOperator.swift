@@ -157,9 +157,46 @@ public enum ActivationPrecision: String, CaseIterable, Sendable {
     /// `integerKernels` (int8 path, its repacked weight carved from `arena`).
     public func linear(weight: EncodedTensor, bias: [Float]?, threads: Int, kernels: KernelVariant = .best,
                        integerKernels: IntegerKernelVariant = .best, arena: WeightArena = WeightArena(chunkBytes: 0)) -> any LinearOperator {
+        if let (rotated, rotation) = weight.inputRotation {
+            return RotatedLinear(base: linear(weight: rotated, bias: bias, threads: threads, kernels: kernels, integerKernels: integerKernels,
+                                              arena: arena), rotation: rotation)
+        }
         if self == .int8, let panels = Int8PanelWeights(weight: weight, arena: arena) {
             return Int8ActivationLinear(weights: panels, bias: bias, threads: threads, variant: integerKernels)
         }
         return PackedLinear(weight: weight, bias: bias, threads: threads, variant: kernels)
+    }
+}
+
+/// A layer whose weight is stored rotated, `W = W' · R` (`WeightEncoding.rotated`): each input row
+/// is rotated, `x' = R · x` (`HadamardRotation.rotate`, in fp32), and `base` multiplies it by the
+/// stored `W'` as it would any weight of that encoding.
+public final class RotatedLinear: LinearOperator, @unchecked Sendable {
+    public let base: any LinearOperator
+    public let rotation: HadamardRotation
+
+    public init(base: any LinearOperator, rotation: HadamardRotation) {
+        precondition(base.inFeatures == rotation.size)
+        self.base = base
+        self.rotation = rotation
+    }
+
+    public var inFeatures: Int { base.inFeatures }
+    public var outFeatures: Int { base.outFeatures }
+
+    public var execution: LinearExecution {
+        let block = rotation.blockSize == rotation.size ? "" : " in \(rotation.size / rotation.blockSize) blocks"
+        let factors = [String](repeating: "12", count: rotation.twelves) + (rotation.powerOfTwo > 1 ? [String(rotation.powerOfTwo)] : [])
+        return LinearExecution(kernel: "hadamard \(factors.joined(separator: "·"))\(block) + \(base.execution.kernel)",
+                               weights: base.execution.weights, maximumWeightError: base.execution.maximumWeightError)
+    }
+
+    public func forward(_ x: [Float], rows: Int, into y: inout [Float]) {
+        precondition(x.count >= rows * inFeatures)
+        var rotated = Array(x[0..<(rows * inFeatures)])
+        rotated.withUnsafeMutableBufferPointer { buffer in
+            for row in 0..<rows { rotation.rotate(buffer.baseAddress! + row * inFeatures) }
+        }
+        base.forward(rotated, rows: rows, into: &y)
     }
 }

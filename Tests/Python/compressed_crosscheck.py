@@ -5,6 +5,8 @@ and compare every tensor with the dense model Shrink's decompress wrote.
     compressed_crosscheck.py <compressed.safetensors> <dense.safetensors>
 
 Prints one JSON line: {"tensors": N, "encoded": M, "mismatches": [...]}. Needs safetensors, numpy.
+Rotated tensors are compared within float rounding (their Hadamard transform runs in another order
+here); every other tensor bit for bit.
 """
 import json
 import sys
@@ -91,6 +93,39 @@ def decode(encoding, parts, shape, positions):
     raise ValueError(f"unknown encoding {kind}")
 
 
+def hadamard_rotation(signs):
+    """R = (1/sqrt(d)) (I kron H_d) diag(s), d = 12^t 2^k the largest such divisor of the width."""
+    size = len(signs)
+    best = (1, 0, 1)
+    twelves, power = 0, 1
+    while size % power == 0:
+        two = 1
+        while (size // power) % (two * 2) == 0:
+            two *= 2
+        if power * two > best[0]:
+            best = (power * two, twelves, two)
+        twelves, power = twelves + 1, power * 12
+    order, twelves, two = best
+    residues = {1, 3, 4, 5, 9}
+    paley = np.eye(12)
+    for i in range(12):
+        for j in range(12):
+            if i == 0 and j > 0:
+                paley[i, j] += 1
+            elif i > 0 and j == 0:
+                paley[i, j] -= 1
+            elif i > 0 and (j - i) % 11 != 0:
+                paley[i, j] += 1 if (j - i) % 11 in residues else -1
+    sylvester = np.ones((1, 1))
+    while sylvester.shape[0] < two:
+        sylvester = np.block([[sylvester, sylvester], [sylvester, -sylvester]])
+    block = np.ones((1, 1))
+    for _ in range(twelves):
+        block = np.kron(block, paley)
+    block = np.kron(block, sylvester) / np.sqrt(order)
+    return np.kron(np.eye(size // order), block) * signs[None, :]
+
+
 def main(compressed_path, dense_path):
     stored, metadata = load(compressed_path)
     dense, _ = load(dense_path)
@@ -101,19 +136,31 @@ def main(compressed_path, dense_path):
         parts = {part: stored[f"{name}#{part}"] for part in info["parts"]}
         total = int(np.prod(shape, dtype=np.int64))
         output = np.zeros(total, dtype=np.float32)
+        rotation = None
+        if encoding["kind"] == "rotated":
+            signs = 1 - 2 * unpack(parts["rotation_signs"], 1, shape[-1]).astype(np.float64)
+            rotation, encoding = hadamard_rotation(signs), encoding["base"]
         if encoding["kind"] == "sparse":
             mask = unpack(parts["mask"], 1, total).astype(bool)
             positions = np.nonzero(mask)[0]
             output[positions] = decode(encoding["base"], parts, shape, positions)
         else:
             output[:] = decode(encoding, parts, shape, np.arange(total))
+        if rotation is not None:
+            output = (output.astype(np.float64).reshape(-1, shape[-1]) @ rotation).astype(np.float32).reshape(-1)
         if info["dtype"] == "F16":
             output = output.astype(np.float16).astype(np.float32)
         elif info["dtype"] == "BF16":
             bits = output.view(np.uint32).astype(np.uint64)
             output = ((((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).astype(np.uint32)).view(np.float32)
         expected = dense[name].astype(np.float32).reshape(-1)
-        if not np.array_equal(output.view(np.uint32), expected.view(np.uint32)):
+        if rotation is not None:
+            # Within float rounding, and one unit in the last place of a 16-bit source dtype.
+            tolerance = {"F16": 1e-3, "BF16": 8e-3}.get(info["dtype"], 1e-6) * max(1.0, float(np.abs(expected).max()))
+            if not np.allclose(output, expected, rtol=0, atol=tolerance):
+                worst = int(np.argmax(np.abs(output - expected)))
+                mismatches.append(f"{name}: element {worst} is {output[worst]}, Shrink wrote {expected[worst]}")
+        elif not np.array_equal(output.view(np.uint32), expected.view(np.uint32)):
             worst = int(np.argmax(np.abs(output - expected)))
             mismatches.append(f"{name}: element {worst} is {output[worst]}, Shrink wrote {expected[worst]}")
     kept = [name for name in stored if "#" not in name]

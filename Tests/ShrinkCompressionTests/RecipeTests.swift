@@ -121,6 +121,12 @@ import ShrinkCore
          "r.json: global.quantize.scale_dtype: integer block scales (\"u8\") need bits ≤ 4 (affine) or ≤ 6 (symmetric)"),
         (#"{"global": {"quantize": {"bits": 4, "granularity": "per_block", "scale_dtype": "i8"}}}"#,
          "r.json: global.quantize.scale_dtype: \"i8\" is not one of"),
+        (#"{"global": {"rotate": {"sead": 1}, "quantize": {}}}"#, "r.json: global.rotate.sead: unknown key (expected seed)"),
+        (#"{"global": {"rotate": {"seed": -1}, "quantize": {}}}"#, "r.json: global.rotate.seed: -1 is outside"),
+        (#"{"global": {"rotate": true, "quantize": {}}}"#, "r.json: global.rotate: expected an object, found"),
+        (#"{"global": {"rotate": {}}}"#, "r.json: global: expected at least one of prune, quantize, palettize"),
+        (#"{"global": {"rotate": {}, "prune": {"mode": "n_m"}, "quantize": {}}}"#,
+         "r.json: global.rotate: rotation cannot be combined with pruning"),
     ])
     func invalidRecipesNameTheKeyPath(json: String, expected: String) {
         do {

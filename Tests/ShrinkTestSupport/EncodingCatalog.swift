@@ -70,6 +70,26 @@ public enum EncodingCatalog {
         var prunedIntLUT = palettize(3, lut: .i8)
         prunedIntLUT.prune = .block(blockSize: 2, sparsity: 0.5)
         list.append(("blocks + palette int8 LUT", prunedIntLUT))
+        var rotatedBlocks = quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 16))
+        rotatedBlocks.rotate = RotationConfig(seed: 1)
+        list.append(("rotated uint4 affine per-block 16", rotatedBlocks))
+        var rotatedPalette = palettize(3, lut: .i8)
+        rotatedPalette.rotate = RotationConfig()
+        list.append(("rotated palette 3-bit int8 LUT", rotatedPalette))
+        var rotatedChannels = quantize(8, symmetric: true, .perChannel(axis: 0))
+        rotatedChannels.rotate = RotationConfig(seed: 2)
+        list.append(("rotated int8 symmetric per-channel", rotatedChannels))
         return list
+    }
+
+    /// Entry `name` applied to random weights (uniform in −1…1, drawn from `SeededGenerator(seed:)`)
+    /// of each of `shapes` that its config fits.
+    public static func encodedWeights(_ name: String, shapes: [[Int]], seed: UInt64) throws -> [(shape: [Int], weight: EncodedTensor)] {
+        let config = all.first { $0.name == name }!.config
+        var generator = SeededGenerator(seed: seed)
+        return try shapes.filter { config.mismatch(shape: $0) == nil }.map { shape in
+            let tensor = try DenseTensor(converting: generator.floats(shape[0] * shape[1]), shape: shape)
+            return (shape, try WeightCompressor.encode(name: "w", tensor: tensor, config: config))
+        }
     }
 }

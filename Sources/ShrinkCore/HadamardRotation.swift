@@ -1,0 +1,146 @@
+/// A randomized Hadamard rotation of vectors of `size` elements, the orthogonal transform behind
+/// incoherence processing (QuIP#, QuaRot): `R = (1/√d) · (I_{size/d} ⊗ H_d) · diag(s)`, with
+/// `s_i ∈ {+1, −1}` stored per element and `H_d` a Hadamard matrix of order `d` (`H·Hᵀ = d·I`).
+///
+/// Construction of `H_d`: `d = 12^t · 2^k` is the largest divisor of `size` of that form, and
+/// `H_d = H_12 ⊗ … ⊗ H_12 ⊗ H_{2^k}` (`t` factors `H_12`), where `H_{2^k}` is Sylvester's matrix
+/// (`H_1 = [1]`, `H_{2m} = [[H_m, H_m], [H_m, −H_m]]`) and `H_12` is Paley's construction I for
+/// q = 11: `H_12 = I + S`, `S = [[0, 1ᵀ], [−1, Q]]`, `Q_ij = χ(j − i)` with `χ` the quadratic
+/// character mod 11 (`χ(0) = 0`). Within a block of `d` elements, element
+/// `((i_1 · 12 + i_2) · … · 12 + i_t) · 2^k + j` has coordinate `i_1 … i_t` on the `H_12` factors
+/// and `j` on Sylvester's. So MiniLM's 384 = 12·32 and 1536 = 12·128, and SmolLM2's 576 = 12·12·4,
+/// are each rotated as one block; a width such as 11008 = 43·256 takes 43 blocks of 256.
+/// Applying `R` costs `size · (k + 12t)` additions and `size` multiplications.
+public struct HadamardRotation: Sendable, Equatable {
+    public let size: Int
+    /// `d`, the order of each Hadamard block.
+    public let blockSize: Int
+    /// `t`, the number of `H_12` factors of a block.
+    public let twelves: Int
+    /// `2^k`, the order of the Sylvester factor (contiguous in memory).
+    public let powerOfTwo: Int
+    /// `s`, one `+1` or `−1` per element.
+    public let signs: [Float]
+
+    /// The rotation of `size` elements with `signs` (each `+1` or `−1`, `size` of them).
+    public init(signs: [Float]) {
+        precondition(!signs.isEmpty && signs.allSatisfy { $0 == 1 || $0 == -1 })
+        size = signs.count
+        self.signs = signs
+        (blockSize, twelves, powerOfTwo) = Self.block(for: signs.count)
+    }
+
+    /// The rotation with signs drawn from `SplitMix64(seed)` (bit 0 of each draw set: `−1`).
+    public init(size: Int, seed: UInt64) {
+        var generator = SplitMix64(seed: seed)
+        self.init(signs: (0..<size).map { _ in generator.next() & 1 == 1 ? -1 : 1 })
+    }
+
+    /// The rotation whose signs are packed one bit per element (`PackedBits`, bit set: `−1`).
+    public init(size: Int, packedSigns: UnsafeRawBufferPointer) {
+        self.init(signs: (0..<size).map { PackedBits.value(at: $0, bits: 1, in: packedSigns) == 1 ? -1 : 1 })
+    }
+
+    /// The signs packed one bit per element, bit set for `−1`.
+    public var packedSigns: [UInt8] { PackedBits.pack(signs.map { $0 < 0 ? 1 : 0 }, bits: 1) }
+
+    /// `(d, t, 2^k)` for vectors of `size` elements: the largest `d = 12^t · 2^k` dividing `size`.
+    public static func block(for size: Int) -> (order: Int, twelves: Int, powerOfTwo: Int) {
+        var best = (order: 1, twelves: 0, powerOfTwo: 1)
+        var twelves = 0, twelvePower = 1
+        while size % twelvePower == 0 {
+            var powerOfTwo = 1
+            while (size / twelvePower) % (powerOfTwo * 2) == 0 { powerOfTwo *= 2 }
+            if twelvePower * powerOfTwo > best.order { best = (twelvePower * powerOfTwo, twelves, powerOfTwo) }
+            twelves += 1
+            twelvePower *= 12
+        }
+        return best
+    }
+
+    /// `H_12` row-major, entries `±1` (Paley I, q = 11).
+    public static let paley12: [Int8] = {
+        let residues: Set<Int> = [1, 3, 4, 5, 9]
+        func chi(_ value: Int) -> Int8 { let v = ((value % 11) + 11) % 11; return v == 0 ? 0 : (residues.contains(v) ? 1 : -1) }
+        var h = [Int8](repeating: 0, count: 144)
+        for i in 0..<12 {
+            for j in 0..<12 {
+                let s: Int8 = i == 0 ? (j == 0 ? 0 : 1) : (j == 0 ? -1 : chi(j - i))
+                h[i * 12 + j] = s + (i == j ? 1 : 0)
+            }
+        }
+        return h
+    }()
+
+    /// `x ← R·x` for `x[0..<size]`.
+    @inlinable
+    public func rotate<T: BinaryFloatingPoint>(_ x: UnsafeMutablePointer<T>) {
+        for index in 0..<size { x[index] *= T(signs[index]) }
+        applyBlocks(x, transposed: false)
+    }
+
+    /// `x ← Rᵀ·x` (`R⁻¹`) for `x[0..<size]`.
+    @inlinable
+    public func unrotate<T: BinaryFloatingPoint>(_ x: UnsafeMutablePointer<T>) {
+        applyBlocks(x, transposed: true)
+        for index in 0..<size { x[index] *= T(signs[index]) }
+    }
+
+    /// `(1/√d) · H_d` (or its transpose) applied to every block of `x`.
+    @inlinable
+    func applyBlocks<T: BinaryFloatingPoint>(_ x: UnsafeMutablePointer<T>, transposed: Bool) {
+        let scale = 1 / T(Double(blockSize).squareRoot())
+        let scratch = UnsafeMutablePointer<T>.allocate(capacity: twelves > 0 ? blockSize : 0)
+        defer { scratch.deallocate() }
+        for start in stride(from: 0, to: size, by: blockSize) {
+            let block = x + start
+            Self.sylvester(block, count: blockSize, order: powerOfTwo)
+            var inner = powerOfTwo
+            for _ in 0..<twelves {
+                Self.paley(block, count: blockSize, inner: inner, transposed: transposed, scratch: scratch)
+                inner *= 12
+            }
+            for index in 0..<blockSize { block[index] *= scale }
+        }
+    }
+
+    /// Sylvester's `H_order` (unnormalized) on every contiguous run of `order` elements of `x[0..<count]`.
+    @inlinable
+    static func sylvester<T: BinaryFloatingPoint>(_ x: UnsafeMutablePointer<T>, count: Int, order: Int) {
+        var half = 1
+        while half < order {
+            for start in stride(from: 0, to: count, by: 2 * half) {
+                for index in start..<(start + half) {
+                    let a = x[index], b = x[index + half]
+                    x[index] = a + b
+                    x[index + half] = a - b
+                }
+            }
+            half *= 2
+        }
+    }
+
+    /// `H_12` (or `H_12ᵀ`, unnormalized) along the axis of stride `inner` of `x[0..<count]`,
+    /// viewed as `[count / (12·inner), 12, inner]`.
+    @inlinable
+    static func paley<T: BinaryFloatingPoint>(_ x: UnsafeMutablePointer<T>, count: Int, inner: Int, transposed: Bool,
+                                              scratch: UnsafeMutablePointer<T>) {
+        let span = 12 * inner
+        for start in stride(from: 0, to: count, by: span) {
+            let group = x + start
+            for row in 0..<12 {
+                let target = scratch + row * inner
+                for index in 0..<inner { target[index] = 0 }
+                for column in 0..<12 {
+                    let source = group + column * inner
+                    if (transposed ? paley12[column * 12 + row] : paley12[row * 12 + column]) > 0 {
+                        for index in 0..<inner { target[index] += source[index] }
+                    } else {
+                        for index in 0..<inner { target[index] -= source[index] }
+                    }
+                }
+            }
+            group.update(from: scratch, count: span)
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+import ShrinkCore
+
+/// The randomized Hadamard rotation against its definition: `R = (1/√d)(I ⊗ H_d)·diag(s)` built
+/// densely from the Kronecker factors, for the widths of MiniLM, SmolLM2 and awkward ones.
+@Suite struct HadamardRotationTests {
+    @Test func paleyTwelveIsAHadamardMatrix() {
+        let h = HadamardRotation.paley12
+        #expect(h.allSatisfy { $0 == 1 || $0 == -1 })
+        for i in 0..<12 {
+            for j in 0..<12 {
+                let dot = (0..<12).reduce(0) { $0 + Int(h[i * 12 + $1]) * Int(h[j * 12 + $1]) }
+                #expect(dot == (i == j ? 12 : 0), "rows \(i) and \(j)")
+            }
+        }
+    }
+
+    @Test(arguments: [(384, 384, 1, 32), (576, 576, 2, 4), (1536, 1536, 1, 128), (11008, 256, 0, 256), (4096, 4096, 0, 4096),
+                      (48, 48, 1, 4), (2048, 2048, 0, 2048), (7, 1, 0, 1), (360, 24, 1, 2)])
+    func blocksAreTheLargestTwelvesTimesPowerOfTwo(size: Int, order: Int, twelves: Int, powerOfTwo: Int) {
+        let block = HadamardRotation.block(for: size)
+        #expect(block.order == order && block.twelves == twelves && block.powerOfTwo == powerOfTwo, "\(size): \(block)")
+    }
+
+    /// The dense matrix of `rotation`, row-major, from the Kronecker definition.
+    static func denseMatrix(_ rotation: HadamardRotation) -> [Double] {
+        var factor: [Double] = [1]
+        var order = 1
+        func kronecker(_ b: [Double], _ m: Int) {
+            var result = [Double](repeating: 0, count: order * m * order * m)
+            for i in 0..<order { for j in 0..<order { for k in 0..<m { for l in 0..<m {
+                result[(i * m + k) * (order * m) + j * m + l] = factor[i * order + j] * b[k * m + l]
+            } } } }
+            factor = result
+            order *= m
+        }
+        for _ in 0..<rotation.twelves { kronecker(HadamardRotation.paley12.map(Double.init), 12) }
+        var sylvester: [Double] = [1], size = 1
+        while size < rotation.powerOfTwo {
+            var next = [Double](repeating: 0, count: 4 * size * size)
+            for i in 0..<size { for j in 0..<size {
+                let v = sylvester[i * size + j]
+                next[i * 2 * size + j] = v; next[i * 2 * size + j + size] = v
+                next[(i + size) * 2 * size + j] = v; next[(i + size) * 2 * size + j + size] = -v
+            } }
+            sylvester = next
+            size *= 2
+        }
+        kronecker(sylvester, size)
+        let n = rotation.size, d = rotation.blockSize
+        var dense = [Double](repeating: 0, count: n * n)
+        for i in 0..<n {
+            for j in 0..<n where i / d == j / d {
+                dense[i * n + j] = factor[(i % d) * d + j % d] / Double(d).squareRoot() * Double(rotation.signs[j])
+            }
+        }
+        return dense
+    }
+
+    @Test(arguments: [48, 96, 384, 576, 40, 144])
+    func rotateMatchesTheDenseDefinitionAndUnrotateInvertsIt(size: Int) {
+        let rotation = HadamardRotation(size: size, seed: 3)
+        let dense = Self.denseMatrix(rotation)
+        for i in 0..<size {
+            for j in 0..<size {
+                let dot = (0..<size).reduce(0.0) { $0 + dense[i * size + $1] * dense[j * size + $1] }
+                #expect(abs(dot - (i == j ? 1 : 0)) < 1e-9, "R·Rᵀ at \(i), \(j) of \(size)")
+            }
+        }
+        var generator = SplitMix64(seed: 9)
+        let x = (0..<size).map { _ in Double.random(in: -3...3, using: &generator) }
+        var rotated = x
+        rotated.withUnsafeMutableBufferPointer { rotation.rotate($0.baseAddress!) }
+        for i in 0..<size {
+            let expected = (0..<size).reduce(0.0) { $0 + dense[i * size + $1] * x[$1] }
+            #expect(abs(rotated[i] - expected) < 1e-9, "(R·x)[\(i)] of \(size)")
+        }
+        var back = rotated
+        back.withUnsafeMutableBufferPointer { rotation.unrotate($0.baseAddress!) }
+        for i in 0..<size { #expect(abs(back[i] - x[i]) < 1e-9, "Rᵀ·R·x at \(i) of \(size)") }
+    }
+
+    @Test func signsRoundTripThroughTheirPackedBits() {
+        let rotation = HadamardRotation(size: 1536, seed: 42)
+        let packed = rotation.packedSigns
+        #expect(packed.count == 192)
+        #expect(packed.withUnsafeBytes { HadamardRotation(size: 1536, packedSigns: $0) } == rotation)
+        #expect(rotation.signs.filter { $0 < 0 }.count > 600 && rotation.signs.filter { $0 < 0 }.count < 936)
+        #expect(HadamardRotation(size: 1536, seed: 43) != rotation)
+    }
+
+    @Test func rotatedCorrelationIsRHRt() {
+        let size = 48
+        let rotation = HadamardRotation(size: size, seed: 1)
+        var generator = SplitMix64(seed: 2)
+        let rows = (0..<(20 * size)).map { _ in Float.random(in: -1...1, using: &generator) }
+        var correlation = InputCorrelation(size: size)
+        correlation.add(rows: rows, count: 20)
+        var rotatedRows = rows
+        rotatedRows.withUnsafeMutableBufferPointer { buffer in for row in 0..<20 { rotation.rotate(buffer.baseAddress! + row * size) } }
+        var expected = InputCorrelation(size: size)
+        expected.add(rows: rotatedRows, count: 20)
+        let actual = correlation.rotated(by: rotation)
+        for index in 0..<(size * size) { #expect(abs(actual.matrix[index] - expected.matrix[index]) < 1e-4, "element \(index)") }
+    }
+}

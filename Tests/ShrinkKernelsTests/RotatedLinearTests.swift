@@ -1,0 +1,65 @@
+import Testing
+import ShrinkCompression
+import ShrinkCore
+import ShrinkKernels
+import ShrinkTestSupport
+
+/// Rotated weights (`W = W' · R`) run as `W' · (R · x)`: in fp32 that equals the decoded weight
+/// times `x` up to float rounding, and with int8 activations it is exactly the base encoding's
+/// integer kernel on the rotated inputs.
+@Suite struct RotatedLinearTests {
+    static let encodings = EncodingCatalog.all.filter { $0.config.rotate != nil }
+    static let shapes: [[Int]] = [[96, 64], [16, 48], [40, 576], [33, 384]]
+
+    @Test func theCatalogHasRotatedEncodings() { #expect(Self.encodings.count >= 3) }
+
+    @Test(arguments: encodings.map(\.name))
+    func rotatedLayersComputeTheirDecodedWeights(encoding: String) throws {
+        var generator = SeededGenerator(seed: 21)
+        for (shape, weight) in try EncodingCatalog.encodedWeights(encoding, shapes: Self.shapes, seed: 20) {
+            let (outFeatures, inFeatures) = (shape[0], shape[1])
+            let (stored, rotation) = try #require(weight.inputRotation)
+            let decoded = weight.decode()
+            let bias = generator.floats(outFeatures)
+            for rows in [1, 7, PackedLinear.blasRowThreshold + 1] {
+                let x = generator.floats(rows * inFeatures, in: -2...2)
+                var rotatedX = x
+                rotatedX.withUnsafeMutableBufferPointer { buffer in for m in 0..<rows { rotation.rotate(buffer.baseAddress! + m * inFeatures) } }
+                for threads in [1, 2] {
+                    let f32 = ActivationPrecision.float32.linear(weight: weight, bias: bias, threads: threads)
+                    #expect(f32.execution.kernel.hasPrefix("hadamard"), "\(f32.execution.kernel)")
+                    var actual = [Float](repeating: .nan, count: rows * outFeatures)
+                    f32.forward(x, rows: rows, into: &actual)
+                    for m in 0..<rows {
+                        for o in 0..<outFeatures {
+                            var expected = Double(bias[o]), bound = 0.0
+                            for i in 0..<inFeatures {
+                                let product = Double(x[m * inFeatures + i]) * Double(decoded[o * inFeatures + i])
+                                expected += product
+                                bound += abs(product)
+                            }
+                            let error = abs(Double(actual[m * outFeatures + o]) - expected)
+                            #expect(error <= 1e-5 * bound + 1e-5, "\(encoding) \(shape) rows \(rows): y[\(m)][\(o)] \(actual[m * outFeatures + o]) vs \(expected)")
+                            if error > 1e-5 * bound + 1e-5 { return }
+                        }
+                    }
+                    let int8 = ActivationPrecision.int8.linear(weight: weight, bias: bias, threads: threads)
+                    let base = ActivationPrecision.int8.linear(weight: stored, bias: bias, threads: threads)
+                    var rotatedRun = [Float](repeating: .nan, count: rows * outFeatures), baseRun = rotatedRun
+                    int8.forward(x, rows: rows, into: &rotatedRun)
+                    base.forward(rotatedX, rows: rows, into: &baseRun)
+                    #expect(rotatedRun == baseRun, "\(encoding) \(shape) rows \(rows) threads \(threads): int8 differs from its base on R·x")
+                    #expect(int8.execution.weights == base.execution.weights)
+                }
+            }
+        }
+    }
+
+    @Test func rotationNeedsAHadamardBlockOfSixteen() {
+        let config = OpCompressionConfig(rotate: RotationConfig(), quantize: QuantizationConfig())
+        #expect(config.mismatch(shape: [8, 385])?.key == "rotate")
+        #expect(config.mismatch(shape: [8, 20])?.key == "rotate")
+        #expect(config.mismatch(shape: [8, 24]) == nil)
+        #expect(config.mismatch(shape: [8, 48]) == nil)
+    }
+}
