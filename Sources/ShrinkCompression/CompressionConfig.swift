@@ -89,14 +89,19 @@ public enum PruningConfig: Equatable, Sendable {
     }
 }
 
-/// Incoherence processing (recipe key `rotate`, JSON `{"seed": 0}`): the weight's input axis is
-/// rotated by the randomized Hadamard rotation `HadamardRotation(size:seed:)` before the other
-/// steps, which then see `W · Rᵀ` (and calibrated ones the rotated correlation `R·H·Rᵀ`); the
-/// layer rotates its inputs at run time. Weights with the same input width and seed share `R`.
+/// Incoherence processing (recipe key `rotate`, JSON `{"seed": 0, "block": "power_of_two"}`): the
+/// weight's input axis is rotated by the randomized Hadamard rotation
+/// `HadamardRotation(size:seed:block:)` before the other steps, which then see `W · Rᵀ` (and
+/// calibrated ones the rotated correlation `R·H·Rᵀ`); the layer rotates its inputs at run time.
+/// Weights with the same input width, seed and block share `R`.
 public struct RotationConfig: Equatable, Sendable {
     public var seed: UInt64 = 0
+    public var block: HadamardRotation.Block = .powerOfTwo
 
-    public init(seed: UInt64 = 0) { self.seed = seed }
+    public init(seed: UInt64 = 0, block: HadamardRotation.Block = .powerOfTwo) {
+        self.seed = seed
+        self.block = block
+    }
 
     /// The smallest Hadamard block worth rotating with: smaller ones barely spread an outlier.
     public static let minimumBlock = 16
@@ -128,8 +133,9 @@ extension OpCompressionConfig {
     public func mismatch(shape: [Int]) -> (key: String, reason: String)? {
         guard shape.count >= 1 else { return ("", "a weight needs at least one dimension") }
         let last = shape[shape.count - 1]
-        if rotate != nil, HadamardRotation.block(for: last).order < RotationConfig.minimumBlock {
-            return ("rotate", "the input dimension \(last) has no Hadamard block of \(RotationConfig.minimumBlock) or more (12^t · 2^k dividing it)")
+        if let rotate, rotate.block.order(for: last) < RotationConfig.minimumBlock {
+            let form = rotate.block == .powerOfTwo ? "a power of two" : "12^t · 2^k"
+            return ("rotate.block", "the input dimension \(last) has no Hadamard block of \(RotationConfig.minimumBlock) or more (\(form) dividing it)")
         }
         switch prune {
         case .nOfM(_, let m)? where last % m != 0:
@@ -243,7 +249,9 @@ extension OpCompressionConfig {
         var config = OpCompressionConfig()
         if let rotate = reader.value("rotate") {
             var rotation = try ConfigReader(rotate, file: file, keyPath: reader.path("rotate"))
-            config.rotate = RotationConfig(seed: UInt64(try rotation.integer("seed", default: 0, range: 0...Int.max)))
+            config.rotate = RotationConfig(seed: UInt64(try rotation.integer("seed", default: 0, range: 0...Int.max)),
+                                           block: HadamardRotation.Block(rawValue: try rotation.choice("block", default: "power_of_two",
+                                                                                                     allowed: HadamardRotation.Block.allCases.map(\.rawValue)))!)
             try rotation.finish()
         }
         if let prune = reader.value("prune") {

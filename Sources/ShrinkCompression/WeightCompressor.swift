@@ -110,7 +110,7 @@ public enum WeightCompressor {
             throw .invalidWeight(tensor: name, reason: "per-element importance does not carry over to rotated weights; drop \"rotate\" or the importance")
         }
         let columns = tensor.shape[tensor.shape.count - 1]
-        let rotation = HadamardRotation(size: columns, seed: rotate.seed)
+        let rotation = HadamardRotation(size: columns, seed: rotate.seed, block: rotate.block)
         var rotated = values
         rotated.withUnsafeMutableBufferPointer { buffer in
             for row in 0..<(buffer.count / columns) { rotation.rotate(buffer.baseAddress! + row * columns) }
@@ -122,7 +122,8 @@ public enum WeightCompressor {
         var parts = base.parts
         parts["rotation_signs"] = try! DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: columns, bits: 1)], bytes: rotation.packedSigns)
         do {
-            return try EncodedTensor(name: name, shape: tensor.shape, sourceDType: tensor.dtype, encoding: .rotated(base: base.encoding), parts: parts)
+            return try EncodedTensor(name: name, shape: tensor.shape, sourceDType: tensor.dtype, encoding: .rotated(blockSize: rotation.blockSize, base: base.encoding),
+                                     parts: parts)
         } catch {
             throw .invalidWeight(tensor: name, reason: error.description)
         }

@@ -40,11 +40,11 @@ public struct EncodedTensor: Sendable {
     /// For a `.rotated` tensor, the stored `W'` (the base encoding with its parts) and the rotation
     /// `R` of its input axis (`W = W' · R`); nil for other encodings.
     public var inputRotation: (rotated: EncodedTensor, rotation: HadamardRotation)? {
-        guard case .rotated(let base) = encoding, let signs = parts["rotation_signs"], let columns = shape.last else { return nil }
+        guard case .rotated(let block, let base) = encoding, let signs = parts["rotation_signs"], let columns = shape.last,
+              let rotation = HadamardRotation(size: columns, blockSize: block, packedSigns: signs.bytes) else { return nil }
         var baseParts = parts
         baseParts["rotation_signs"] = nil
-        return (EncodedTensor(validated: name, shape: shape, sourceDType: sourceDType, encoding: base, parts: baseParts),
-                HadamardRotation(size: columns, packedSigns: signs.bytes))
+        return (EncodedTensor(validated: name, shape: shape, sourceDType: sourceDType, encoding: base, parts: baseParts), rotation)
     }
 
     /// The number of logical elements.
@@ -271,9 +271,12 @@ public enum EncodingLayout {
                     _ = try part("super_scales", [.f16, .f32], count: rows * ((columns + superBlock - 1) / superBlock))
                 }
             }
-        case .rotated(let base):
+        case .rotated(let block, let base):
             if case .rotated = base { throw fail("rotations do not nest") }
             guard let columns = shape.last, columns > 0, elements == shape.reduce(1, *) else { throw fail("a rotation needs a non-empty input axis") }
+            guard block > 0, columns % block == 0, HadamardRotation.factors(of: block) != nil else {
+                throw fail("rotation block \(block) is not 12^t · 2^k dividing the input dimension \(columns)")
+            }
             let signs = try part("rotation_signs", [.u8], count: PackedBits.byteCount(count: columns, bits: 1))
             let padding = signs.byteCount * 8 - columns
             if padding > 0, signs.bytes[signs.byteCount - 1] >> (8 - padding) != 0 { throw fail("rotation_signs has bits set past the last input") }

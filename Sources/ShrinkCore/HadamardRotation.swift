@@ -1,17 +1,38 @@
 /// A randomized Hadamard rotation of vectors of `size` elements, the orthogonal transform behind
 /// incoherence processing (QuIP#, QuaRot): `R = (1/√d) · (I_{size/d} ⊗ H_d) · diag(s)`, with
-/// `s_i ∈ {+1, −1}` stored per element and `H_d` a Hadamard matrix of order `d` (`H·Hᵀ = d·I`).
+/// `s_i ∈ {+1, −1}` stored per element and `H_d` a Hadamard matrix of order `d` (`H·Hᵀ = d·I`),
+/// the block size, which divides `size`.
 ///
-/// Construction of `H_d`: `d = 12^t · 2^k` is the largest divisor of `size` of that form, and
-/// `H_d = H_12 ⊗ … ⊗ H_12 ⊗ H_{2^k}` (`t` factors `H_12`), where `H_{2^k}` is Sylvester's matrix
-/// (`H_1 = [1]`, `H_{2m} = [[H_m, H_m], [H_m, −H_m]]`) and `H_12` is Paley's construction I for
-/// q = 11: `H_12 = I + S`, `S = [[0, 1ᵀ], [−1, Q]]`, `Q_ij = χ(j − i)` with `χ` the quadratic
-/// character mod 11 (`χ(0) = 0`). Within a block of `d` elements, element
-/// `((i_1 · 12 + i_2) · … · 12 + i_t) · 2^k + j` has coordinate `i_1 … i_t` on the `H_12` factors
-/// and `j` on Sylvester's. So MiniLM's 384 = 12·32 and 1536 = 12·128, and SmolLM2's 576 = 12·12·4,
-/// are each rotated as one block; a width such as 11008 = 43·256 takes 43 blocks of 256.
-/// Applying `R` costs `size · (k + 12t)` additions and `size` multiplications.
+/// Construction of `H_d` for `d = 12^t · 2^k`: `H_d = H_12 ⊗ … ⊗ H_12 ⊗ H_{2^k}` (`t` factors
+/// `H_12`), where `H_{2^k}` is Sylvester's matrix (`H_1 = [1]`, `H_{2m} = [[H_m, H_m], [H_m, −H_m]]`)
+/// and `H_12` is Paley's construction I for q = 11: `H_12 = I + S`, `S = [[0, 1ᵀ], [−1, Q]]`,
+/// `Q_ij = χ(j − i)` with `χ` the quadratic character mod 11 (`χ(0) = 0`). Within a block,
+/// element `((i_1 · 12 + i_2) · … · 12 + i_t) · 2^k + j` has coordinate `i_1 … i_t` on the `H_12`
+/// factors and `j` on Sylvester's. Two blocks are offered (`Block`): the largest power of two
+/// dividing the width (MiniLM's 384 = 3 × 128, SmolLM2's 576 = 9 × 64), or the largest
+/// `12^t · 2^k` (384 = 12·32 and 576 = 12·12·4 as one block each). Applying `R` costs
+/// `size · (k + 12t)` additions and `size` multiplications.
 public struct HadamardRotation: Sendable, Equatable {
+    /// Which Hadamard blocks rotate a width.
+    public enum Block: String, Sendable, Equatable, CaseIterable {
+        /// The largest power of two dividing the width: Sylvester's matrix alone, the fastest.
+        case powerOfTwo = "power_of_two"
+        /// The largest `12^t · 2^k` dividing the width: the widest mixing.
+        case largest
+
+        /// The block size this choice gives vectors of `size` elements.
+        public func order(for size: Int) -> Int {
+            var best = 1, twelvePower = 1
+            while size % twelvePower == 0 && (self == .largest || twelvePower == 1) {
+                var powerOfTwo = 1
+                while (size / twelvePower) % (powerOfTwo * 2) == 0 { powerOfTwo *= 2 }
+                best = max(best, twelvePower * powerOfTwo)
+                twelvePower *= 12
+            }
+            return best
+        }
+    }
+
     public let size: Int
     /// `d`, the order of each Hadamard block.
     public let blockSize: Int
@@ -22,41 +43,47 @@ public struct HadamardRotation: Sendable, Equatable {
     /// `s`, one `+1` or `−1` per element.
     public let signs: [Float]
 
-    /// The rotation of `size` elements with `signs` (each `+1` or `−1`, `size` of them).
-    public init(signs: [Float]) {
-        precondition(!signs.isEmpty && signs.allSatisfy { $0 == 1 || $0 == -1 })
+    /// `(t, 2^k)` with `order = 12^t · 2^k`, or nil when `order` has another odd factor.
+    public static func factors(of order: Int) -> (twelves: Int, powerOfTwo: Int)? {
+        guard order > 0 else { return nil }
+        var rest = order, twelves = 0
+        while rest % 3 == 0 {
+            guard rest % 12 == 0 else { return nil }
+            rest /= 12
+            twelves += 1
+        }
+        return rest & (rest - 1) == 0 ? (twelves, rest) : nil
+    }
+
+    /// The rotation with `signs` (each `+1` or `−1`) in blocks of `blockSize`, or nil when the block
+    /// does not divide the signs' count or is not `12^t · 2^k`.
+    public init?(signs: [Float], blockSize: Int) {
+        guard !signs.isEmpty, signs.allSatisfy({ $0 == 1 || $0 == -1 }), blockSize > 0, signs.count % blockSize == 0,
+              let (twelves, powerOfTwo) = Self.factors(of: blockSize) else { return nil }
         size = signs.count
         self.signs = signs
-        (blockSize, twelves, powerOfTwo) = Self.block(for: signs.count)
+        self.blockSize = blockSize
+        self.twelves = twelves
+        self.powerOfTwo = powerOfTwo
     }
 
-    /// The rotation with signs drawn from `SplitMix64(seed)` (bit 0 of each draw set: `−1`).
-    public init(size: Int, seed: UInt64) {
+    /// The rotation with signs drawn from `SplitMix64(seed)` (bit 0 of each draw set: `−1`), in
+    /// the blocks `block` gives `size`.
+    public init(size: Int, seed: UInt64, block: Block = .powerOfTwo) {
+        precondition(size > 0)
         var generator = SplitMix64(seed: seed)
-        self.init(signs: (0..<size).map { _ in generator.next() & 1 == 1 ? -1 : 1 })
+        self.init(signs: (0..<size).map { _ in generator.next() & 1 == 1 ? -1 : 1 }, blockSize: block.order(for: size))!
     }
 
-    /// The rotation whose signs are packed one bit per element (`PackedBits`, bit set: `−1`).
-    public init(size: Int, packedSigns: UnsafeRawBufferPointer) {
-        self.init(signs: (0..<size).map { PackedBits.value(at: $0, bits: 1, in: packedSigns) == 1 ? -1 : 1 })
+    /// The rotation whose signs are packed one bit per element (`PackedBits`, bit set: `−1`), or
+    /// nil as for `init(signs:blockSize:)`.
+    public init?(size: Int, blockSize: Int, packedSigns: UnsafeRawBufferPointer) {
+        guard packedSigns.count >= PackedBits.byteCount(count: size, bits: 1) else { return nil }
+        self.init(signs: (0..<size).map { PackedBits.value(at: $0, bits: 1, in: packedSigns) == 1 ? -1 : 1 }, blockSize: blockSize)
     }
 
     /// The signs packed one bit per element, bit set for `−1`.
     public var packedSigns: [UInt8] { PackedBits.pack(signs.map { $0 < 0 ? 1 : 0 }, bits: 1) }
-
-    /// `(d, t, 2^k)` for vectors of `size` elements: the largest `d = 12^t · 2^k` dividing `size`.
-    public static func block(for size: Int) -> (order: Int, twelves: Int, powerOfTwo: Int) {
-        var best = (order: 1, twelves: 0, powerOfTwo: 1)
-        var twelves = 0, twelvePower = 1
-        while size % twelvePower == 0 {
-            var powerOfTwo = 1
-            while (size / twelvePower) % (powerOfTwo * 2) == 0 { powerOfTwo *= 2 }
-            if twelvePower * powerOfTwo > best.order { best = (twelvePower * powerOfTwo, twelves, powerOfTwo) }
-            twelves += 1
-            twelvePower *= 12
-        }
-        return best
-    }
 
     /// `H_12` row-major, entries `±1` (Paley I, q = 11).
     public static let paley12: [Int8] = {

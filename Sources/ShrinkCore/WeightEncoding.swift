@@ -16,10 +16,11 @@ public indirect enum WeightEncoding: Equatable, Sendable {
     /// row-major order, with its groups (channels, blocks) taken from their original positions.
     case sparse(SparseEncoding, base: WeightEncoding)
     /// Incoherence processing: `base` encodes `W' = W · Rᵀ`, the weight with its input (last) axis
-    /// rotated by the randomized Hadamard rotation `R` (`HadamardRotation`) whose signs are part
-    /// `rotation_signs` (U8, one bit per input, set for `−1`). The weight is `W = W' · R`, and a
-    /// layer computes `y = W' · (R · x)`. The base is any encoding but another rotation.
-    case rotated(base: WeightEncoding)
+    /// rotated by the randomized Hadamard rotation `R` (`HadamardRotation`) in blocks of
+    /// `blockSize` inputs, whose signs are part `rotation_signs` (U8, one bit per input, set for
+    /// `−1`). The weight is `W = W' · R`, and a layer computes `y = W' · (R · x)`. The base is any
+    /// encoding but another rotation.
+    case rotated(blockSize: Int, base: WeightEncoding)
 
     /// A short description such as `affine int4 per-block 32` or `sparse 2:4 + palette 4-bit`.
     public var summary: String {
@@ -28,7 +29,7 @@ public indirect enum WeightEncoding: Equatable, Sendable {
         case .affine(let layout): layout.summary
         case .palette(let layout): layout.summary
         case .sparse(let layout, let base): "sparse \(layout.pattern.summary) + \(base.summary)"
-        case .rotated(let base): "hadamard-rotated \(base.summary)"
+        case .rotated(let block, let base): "hadamard-rotated \(block) + \(base.summary)"
         }
     }
 }

@@ -10,7 +10,7 @@
 ///   with `P` one of `{"kind": "per_tensor"}`, `{"kind": "per_grouped_channel", "axis": 0, "group_size": 16}`
 /// - `{"kind": "sparse", "pattern": S, "base": <encoding>}` with `S` one of `{"kind": "unstructured"}`,
 ///   `{"kind": "n_of_m", "n": 2, "m": 4}`, `{"kind": "blocks", "block_size": 4}`
-/// - `{"kind": "rotated", "transform": "randomized_hadamard", "base": <encoding>}`
+/// - `{"kind": "rotated", "transform": "randomized_hadamard", "block_size": 128, "base": <encoding>}`
 extension WeightEncoding {
     /// The encoding as JSON.
     public var json: JSONValue {
@@ -53,8 +53,9 @@ extension WeightEncoding {
             case .blocks(let size): .object([("kind", .string("blocks")), ("block_size", number(size))])
             }
             return .object([("kind", .string("sparse")), ("pattern", pattern), ("base", base.json)])
-        case .rotated(let base):
-            return .object([("kind", .string("rotated")), ("transform", .string("randomized_hadamard")), ("base", base.json)])
+        case .rotated(let block, let base):
+            return .object([("kind", .string("rotated")), ("transform", .string("randomized_hadamard")), ("block_size", number(block)),
+                            ("base", base.json)])
         }
     }
 
@@ -111,7 +112,7 @@ extension WeightEncoding {
             guard transform == "randomized_hadamard" else {
                 throw WeightEncodingJSONError(message: "encoding.transform: unknown '\(transform)' (expected randomized_hadamard)")
             }
-            self = .rotated(base: try WeightEncoding(json: try fields.value("base")))
+            self = .rotated(blockSize: try fields.integer("block_size"), base: try WeightEncoding(json: try fields.value("base")))
         case let other:
             throw WeightEncodingJSONError(message: "encoding.kind: unknown '\(other)'")
         }

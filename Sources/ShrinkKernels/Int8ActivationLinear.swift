@@ -170,14 +170,34 @@ public final class SharedInputLinears: @unchecked Sendable {
 
 /// Linear layers that read the same input (a transformer's query, key and value projections; a
 /// SwiGLU's gate and up): one `SharedInputLinears` pass when their kernels allow it, else each
-/// layer's own forward pass, with the same outputs either way.
+/// layer's own forward pass, with the same outputs either way. Layers that all rotate their input
+/// by the same rotation (`RotatedLinear`) rotate it once and share their bases' pass.
 public struct LinearGroup: @unchecked Sendable {
     public let operators: [any LinearOperator]
     let shared: SharedInputLinears?
+    /// The rotation every layer applies to the shared input first, when `shared` runs their bases.
+    let sharedRotation: RotatedLinear?
 
     public init(_ operators: [any LinearOperator]) {
         self.operators = operators
-        shared = SharedInputLinears(operators)
+        let rotated = operators.compactMap { $0 as? RotatedLinear }
+        if let first = rotated.first, rotated.count == operators.count, rotated.allSatisfy({ $0.rotation == first.rotation }),
+           let bases = SharedInputLinears(rotated.map(\.base)) {
+            shared = bases
+            sharedRotation = first
+        } else {
+            shared = SharedInputLinears(operators)
+            sharedRotation = nil
+        }
+    }
+
+    /// The group's shared pass over `x`, rotated first when the layers rotate their input.
+    func runShared(_ shared: SharedInputLinears, _ x: [Float], rows: Int, into outputs: UnsafeBufferPointer<UnsafeMutablePointer<Float>>) {
+        guard let sharedRotation else {
+            shared.forward(x, rows: rows, into: outputs)
+            return
+        }
+        shared.forward(sharedRotation.rotatedInput(x, rows: rows), rows: rows, into: outputs)
     }
 
     /// Two layers' outputs into `first` and `second` (each at least `rows × outFeatures`).
@@ -193,7 +213,7 @@ public struct LinearGroup: @unchecked Sendable {
                 withUnsafeTemporaryAllocation(of: UnsafeMutablePointer<Float>.self, capacity: 2) { outputs in
                     outputs.initializeElement(at: 0, to: a.baseAddress!)
                     outputs.initializeElement(at: 1, to: b.baseAddress!)
-                    shared.forward(x, rows: rows, into: UnsafeBufferPointer(outputs))
+                    runShared(shared, x, rows: rows, into: UnsafeBufferPointer(outputs))
                 }
             }
         }
@@ -216,7 +236,7 @@ public struct LinearGroup: @unchecked Sendable {
                         outputs.initializeElement(at: 0, to: a.baseAddress!)
                         outputs.initializeElement(at: 1, to: b.baseAddress!)
                         outputs.initializeElement(at: 2, to: c.baseAddress!)
-                        shared.forward(x, rows: rows, into: UnsafeBufferPointer(outputs))
+                        runShared(shared, x, rows: rows, into: UnsafeBufferPointer(outputs))
                     }
                 }
             }

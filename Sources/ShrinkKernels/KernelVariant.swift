@@ -71,6 +71,24 @@ public enum KernelVariant: String, CaseIterable, Sendable {
         }
     }
 
+    /// Each of `rows` rows of `x` (`rotation.size` apart) ← `R · x_r`, the same floats in every
+    /// variant (`HadamardRotation.rotate` is the reference).
+    public func rotate(_ rotation: HadamardRotation, _ x: UnsafeMutablePointer<Float>, rows: Int) {
+        switch self {
+        case .swift:
+            for row in 0..<rows { rotation.rotate(x + row * rotation.size) }
+        case .avx2, .avx512:
+            let scratch = UnsafeMutablePointer<Float>.allocate(capacity: rotation.blockSize)
+            defer { scratch.deallocate() }
+            rotation.signs.withUnsafeBufferPointer { signs in
+                HadamardRotation.paley12.withUnsafeBufferPointer { paley in
+                    (self == .avx512 ? shrink_hadamard_rotate : shrink_hadamard_rotate_avx2)(
+                        x, rows, rotation.size, rotation.blockSize, rotation.twelves, rotation.powerOfTwo, signs.baseAddress!, paley.baseAddress!, scratch)
+                }
+            }
+        }
+    }
+
     /// `out[i] = lut[indices[i]]` (8-bit indices, 256-entry LUT).
     @inline(__always)
     func decodeLUT8(_ indices: UnsafePointer<UInt8>, _ n: Int, _ lut: UnsafePointer<Float>, _ out: UnsafeMutablePointer<Float>) {

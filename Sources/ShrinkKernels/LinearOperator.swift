@@ -159,7 +159,7 @@ public enum ActivationPrecision: String, CaseIterable, Sendable {
                        integerKernels: IntegerKernelVariant = .best, arena: WeightArena = WeightArena(chunkBytes: 0)) -> any LinearOperator {
         if let (rotated, rotation) = weight.inputRotation {
             return RotatedLinear(base: linear(weight: rotated, bias: bias, threads: threads, kernels: kernels, integerKernels: integerKernels,
-                                              arena: arena), rotation: rotation)
+                                              arena: arena), rotation: rotation, variant: kernels)
         }
         if self == .int8, let panels = Int8PanelWeights(weight: weight, arena: arena) {
             return Int8ActivationLinear(weights: panels, bias: bias, threads: threads, variant: integerKernels)
@@ -169,16 +169,18 @@ public enum ActivationPrecision: String, CaseIterable, Sendable {
 }
 
 /// A layer whose weight is stored rotated, `W = W' · R` (`WeightEncoding.rotated`): each input row
-/// is rotated, `x' = R · x` (`HadamardRotation.rotate`, in fp32), and `base` multiplies it by the
-/// stored `W'` as it would any weight of that encoding.
+/// is rotated, `x' = R · x` (`HadamardRotation.rotate`, in fp32, by `variant`'s kernel), and `base`
+/// multiplies it by the stored `W'` as it would any weight of that encoding.
 public final class RotatedLinear: LinearOperator, @unchecked Sendable {
     public let base: any LinearOperator
     public let rotation: HadamardRotation
+    public let variant: KernelVariant
 
-    public init(base: any LinearOperator, rotation: HadamardRotation) {
+    public init(base: any LinearOperator, rotation: HadamardRotation, variant: KernelVariant = .best) {
         precondition(base.inFeatures == rotation.size)
         self.base = base
         self.rotation = rotation
+        self.variant = variant
     }
 
     public var inFeatures: Int { base.inFeatures }
@@ -192,11 +194,14 @@ public final class RotatedLinear: LinearOperator, @unchecked Sendable {
     }
 
     public func forward(_ x: [Float], rows: Int, into y: inout [Float]) {
+        base.forward(rotatedInput(x, rows: rows), rows: rows, into: &y)
+    }
+
+    /// `R · x_r` for each of the first `rows` rows of `x`.
+    func rotatedInput(_ x: [Float], rows: Int) -> [Float] {
         precondition(x.count >= rows * inFeatures)
         var rotated = Array(x[0..<(rows * inFeatures)])
-        rotated.withUnsafeMutableBufferPointer { buffer in
-            for row in 0..<rows { rotation.rotate(buffer.baseAddress! + row * inFeatures) }
-        }
-        base.forward(rotated, rows: rows, into: &y)
+        rotated.withUnsafeMutableBufferPointer { variant.rotate(rotation, $0.baseAddress!, rows: rows) }
+        return rotated
     }
 }

@@ -93,19 +93,12 @@ def decode(encoding, parts, shape, positions):
     raise ValueError(f"unknown encoding {kind}")
 
 
-def hadamard_rotation(signs):
-    """R = (1/sqrt(d)) (I kron H_d) diag(s), d = 12^t 2^k the largest such divisor of the width."""
+def hadamard_rotation(signs, order):
+    """R = (1/sqrt(d)) (I kron H_d) diag(s), d = order = 12^t 2^k."""
     size = len(signs)
-    best = (1, 0, 1)
-    twelves, power = 0, 1
-    while size % power == 0:
-        two = 1
-        while (size // power) % (two * 2) == 0:
-            two *= 2
-        if power * two > best[0]:
-            best = (power * two, twelves, two)
-        twelves, power = twelves + 1, power * 12
-    order, twelves, two = best
+    twelves, two = 0, order
+    while two % 12 == 0:
+        twelves, two = twelves + 1, two // 12
     residues = {1, 3, 4, 5, 9}
     paley = np.eye(12)
     for i in range(12):
@@ -139,7 +132,7 @@ def main(compressed_path, dense_path):
         rotation = None
         if encoding["kind"] == "rotated":
             signs = 1 - 2 * unpack(parts["rotation_signs"], 1, shape[-1]).astype(np.float64)
-            rotation, encoding = hadamard_rotation(signs), encoding["base"]
+            rotation, encoding = hadamard_rotation(signs, encoding["block_size"]), encoding["base"]
         if encoding["kind"] == "sparse":
             mask = unpack(parts["mask"], 1, total).astype(bool)
             positions = np.nonzero(mask)[0]

@@ -42,8 +42,8 @@ import ShrinkTestSupport
             ("magnitude + int4", #"{"prune": {"mode": "magnitude", "target_sparsity": 0.4}, "quantize": {"bits": 4, "granularity": "per_block", "block_size": 8}}"#),
             ("2:4 + palette grouped", #"{"prune": {"mode": "n_m", "n": 2, "m": 4}, "palettize": {"bits": 4, "granularity": "per_grouped_channel", "group_size": 2}}"#),
             ("blocks only", #"{"prune": {"mode": "block", "block_size": 4, "target_sparsity": 0.5}}"#),
-            ("rotated uint4 blocks of 8", #"{"rotate": {"seed": 5}, "quantize": {"bits": 4, "mode": "affine", "signed": false, "granularity": "per_block", "block_size": 8}}"#),
-            ("rotated palette 3", #"{"rotate": {}, "palettize": {"bits": 3, "lut_dtype": "int8"}}"#),
+            ("rotated uint4 blocks of 8", #"{"rotate": {"seed": 5, "block": "largest"}, "quantize": {"bits": 4, "mode": "affine", "signed": false, "granularity": "per_block", "block_size": 8}}"#),
+            ("rotated palette 3", #"{"rotate": {"block": "largest"}, "palettize": {"bits": 3, "lut_dtype": "int8"}}"#),
         ]
         var tensors: [(name: String, tensor: DenseTensor)] = []
         var entries: [String] = []

@@ -16,11 +16,23 @@ import ShrinkCore
         }
     }
 
-    @Test(arguments: [(384, 384, 1, 32), (576, 576, 2, 4), (1536, 1536, 1, 128), (11008, 256, 0, 256), (4096, 4096, 0, 4096),
-                      (48, 48, 1, 4), (2048, 2048, 0, 2048), (7, 1, 0, 1), (360, 24, 1, 2)])
-    func blocksAreTheLargestTwelvesTimesPowerOfTwo(size: Int, order: Int, twelves: Int, powerOfTwo: Int) {
-        let block = HadamardRotation.block(for: size)
-        #expect(block.order == order && block.twelves == twelves && block.powerOfTwo == powerOfTwo, "\(size): \(block)")
+    @Test(arguments: [(384, 384, 128), (576, 576, 64), (1536, 1536, 512), (11008, 256, 256), (4096, 4096, 4096),
+                      (48, 48, 16), (2048, 2048, 2048), (7, 1, 1), (360, 24, 8)])
+    func blocksAreTheLargestOfTheirForm(size: Int, largest: Int, powerOfTwo: Int) {
+        #expect(HadamardRotation.Block.largest.order(for: size) == largest, "\(size)")
+        #expect(HadamardRotation.Block.powerOfTwo.order(for: size) == powerOfTwo, "\(size)")
+    }
+
+    @Test(arguments: [(384, 1, 32), (576, 2, 4), (24, 1, 2), (128, 0, 128), (1, 0, 1)])
+    func blocksFactorIntoTwelvesAndAPowerOfTwo(order: Int, twelves: Int, powerOfTwo: Int) throws {
+        let factors = try #require(HadamardRotation.factors(of: order))
+        #expect(factors.twelves == twelves && factors.powerOfTwo == powerOfTwo)
+    }
+
+    @Test(arguments: [36, 3, 20, 0, 72 * 5])
+    func otherBlocksAreRefused(order: Int) {
+        #expect(HadamardRotation.factors(of: order) == nil)
+        #expect(HadamardRotation(signs: [Float](repeating: 1, count: max(order, 1) * 2), blockSize: order) == nil)
     }
 
     /// The dense matrix of `rotation`, row-major, from the Kronecker definition.
@@ -58,9 +70,9 @@ import ShrinkCore
         return dense
     }
 
-    @Test(arguments: [48, 96, 384, 576, 40, 144])
-    func rotateMatchesTheDenseDefinitionAndUnrotateInvertsIt(size: Int) {
-        let rotation = HadamardRotation(size: size, seed: 3)
+    @Test(arguments: [48, 96, 384, 576, 40, 144], HadamardRotation.Block.allCases)
+    func rotateMatchesTheDenseDefinitionAndUnrotateInvertsIt(size: Int, block: HadamardRotation.Block) {
+        let rotation = HadamardRotation(size: size, seed: 3, block: block)
         let dense = Self.denseMatrix(rotation)
         for i in 0..<size {
             for j in 0..<size {
@@ -85,14 +97,16 @@ import ShrinkCore
         let rotation = HadamardRotation(size: 1536, seed: 42)
         let packed = rotation.packedSigns
         #expect(packed.count == 192)
-        #expect(packed.withUnsafeBytes { HadamardRotation(size: 1536, packedSigns: $0) } == rotation)
+        #expect(packed.withUnsafeBytes { HadamardRotation(size: 1536, blockSize: 512, packedSigns: $0) } == rotation)
+        #expect(packed.withUnsafeBytes { HadamardRotation(size: 1536, blockSize: 1536, packedSigns: $0) } != rotation)
+        #expect(packed.withUnsafeBytes { HadamardRotation(size: 1537, blockSize: 1, packedSigns: $0) } == nil, "too few bytes")
         #expect(rotation.signs.filter { $0 < 0 }.count > 600 && rotation.signs.filter { $0 < 0 }.count < 936)
         #expect(HadamardRotation(size: 1536, seed: 43) != rotation)
     }
 
     @Test func rotatedCorrelationIsRHRt() {
         let size = 48
-        let rotation = HadamardRotation(size: size, seed: 1)
+        let rotation = HadamardRotation(size: size, seed: 1, block: .largest)
         var generator = SplitMix64(seed: 2)
         let rows = (0..<(20 * size)).map { _ in Float.random(in: -1...1, using: &generator) }
         var correlation = InputCorrelation(size: size)

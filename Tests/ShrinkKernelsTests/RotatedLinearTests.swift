@@ -55,11 +55,55 @@ import ShrinkTestSupport
         }
     }
 
+    @Test(arguments: [48, 64, 384, 576, 1536, 11008 / 43 * 3, 40, 24], HadamardRotation.Block.allCases)
+    func everyVariantRotatesLikeTheReference(size: Int, block: HadamardRotation.Block) {
+        let rotation = HadamardRotation(size: size, seed: 8, block: block)
+        var generator = SeededGenerator(seed: UInt64(size))
+        let rows = 3
+        let x = generator.floats(rows * size, in: -4...4)
+        var reference = x
+        reference.withUnsafeMutableBufferPointer { buffer in for row in 0..<rows { rotation.rotate(buffer.baseAddress! + row * size) } }
+        for variant in KernelVariant.available {
+            var actual = x
+            actual.withUnsafeMutableBufferPointer { variant.rotate(rotation, $0.baseAddress!, rows: rows) }
+            #expect(actual == reference, "\(variant) \(size)")
+        }
+    }
+
+    /// Query, key and value rotated alike rotate their input once and share one integer pass; with
+    /// another seed for one of them each runs alone. Either way every output is the layer's own.
+    @Test(arguments: [[1, 1, 1], [1, 1, 2]])
+    func groupsOfRotatedLayersGiveEachLayersOwnOutputs(seeds: [UInt64]) throws {
+        var generator = SeededGenerator(seed: 31)
+        let inFeatures = 96
+        let layers = try zip([40, 16, 33], seeds).map { outFeatures, seed in
+            var config = EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32), scale: .u8)
+            config.rotate = RotationConfig(seed: seed)
+            let tensor = try DenseTensor(converting: generator.floats(outFeatures * inFeatures), shape: [outFeatures, inFeatures])
+            return ActivationPrecision.int8.linear(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: config),
+                                                   bias: generator.floats(outFeatures), threads: 2)
+        }
+        let group = LinearGroup(layers)
+        for rows in [1, 9, 40] {
+            let x = generator.floats(rows * inFeatures, in: -2...2)
+            var (first, second, third) = ([Float](repeating: .nan, count: rows * 40), [Float](repeating: .nan, count: rows * 16), [Float](repeating: .nan, count: rows * 33))
+            group.forward(x, rows: rows, into: &first, &second, &third)
+            for (layer, output) in zip(layers, [first, second, third]) {
+                var alone = [Float](repeating: .nan, count: rows * layer.outFeatures)
+                layer.forward(x, rows: rows, into: &alone)
+                #expect(output == alone, "seeds \(seeds), \(rows) rows: \(layer.outFeatures) outputs differ from the layer alone")
+            }
+        }
+    }
+
     @Test func rotationNeedsAHadamardBlockOfSixteen() {
         let config = OpCompressionConfig(rotate: RotationConfig(), quantize: QuantizationConfig())
-        #expect(config.mismatch(shape: [8, 385])?.key == "rotate")
-        #expect(config.mismatch(shape: [8, 20])?.key == "rotate")
-        #expect(config.mismatch(shape: [8, 24]) == nil)
+        #expect(config.mismatch(shape: [8, 385])?.key == "rotate.block")
+        #expect(config.mismatch(shape: [8, 24])?.key == "rotate.block")
+        #expect(config.mismatch(shape: [8, 48]) == nil)
+        let largest = OpCompressionConfig(rotate: RotationConfig(block: .largest), quantize: QuantizationConfig())
+        #expect(largest.mismatch(shape: [8, 20])?.key == "rotate.block")
+        #expect(largest.mismatch(shape: [8, 24]) == nil)
         #expect(config.mismatch(shape: [8, 48]) == nil)
     }
 }

@@ -74,7 +74,7 @@ public enum EncodingCatalog {
         rotatedBlocks.rotate = RotationConfig(seed: 1)
         list.append(("rotated uint4 affine per-block 16", rotatedBlocks))
         var rotatedPalette = palettize(3, lut: .i8)
-        rotatedPalette.rotate = RotationConfig()
+        rotatedPalette.rotate = RotationConfig(block: .largest)
         list.append(("rotated palette 3-bit int8 LUT", rotatedPalette))
         var rotatedChannels = quantize(8, symmetric: true, .perChannel(axis: 0))
         rotatedChannels.rotate = RotationConfig(seed: 2)
