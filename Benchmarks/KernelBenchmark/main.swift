@@ -86,7 +86,14 @@ func prunedPalette(lut: DType) -> OpCompressionConfig {
     config.prune = .nOfM(n: 2, m: 4)
     return config
 }
-// Palettes with int8 LUTs run on 8-bit codes; with f16 LUTs on 16-bit codes in two planes.
+func rotated(_ config: OpCompressionConfig) -> OpCompressionConfig {
+    var config = config
+    config.rotate = RotationConfig()
+    return config
+}
+// Palettes with int8 LUTs run on 8-bit codes; with f16 LUTs on 16-bit codes in two planes. Rotated
+// weights run as the runtime builds them (`ActivationPrecision.linear`): their inputs' Hadamard
+// transform, then their base's kernel.
 let encodings: [(String, OpCompressionConfig)] = [
     ("int8 per-channel", EncodingCatalog.quantize(8, symmetric: true, .perChannel(axis: 0))),
     ("uint4 affine block 32", EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32))),
@@ -100,6 +107,8 @@ let encodings: [(String, OpCompressionConfig)] = [
     ("palette 4-bit f16 LUT", EncodingCatalog.palettize(4)),
     ("palette 2-bit f16 LUT", EncodingCatalog.palettize(2)),
     ("2:4 + palette 4-bit f16 LUT", prunedPalette(lut: .f16)),
+    ("rotated uint4 block 32 int scales", rotated(EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32), scale: .u8))),
+    ("rotated palette 4-bit int8 LUT", rotated(EncodingCatalog.palettize(4, lut: .i8))),
 ]
 let ggmlTypes: [GGMLType] = [.q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K, .iq4_NL, .iq4_XS]
 
@@ -151,9 +160,10 @@ for (outFeatures, inFeatures) in shapes {
             try! EncodedTensor(name: "w", shape: encoded.shape, sourceDType: .f32, encoding: encoded.encoding,
                                parts: encoded.parts.mapValues { $0.copied() })
         }
-        let packed = precisions.contains(.float32) ? (0..<copiesFor(encoded.byteCount)).map { _ in fresh() } : []
+        let rotated = encoded.inputRotation != nil
+        let packed = precisions.contains(.float32) || rotated ? (0..<copiesFor(encoded.byteCount)).map { _ in fresh() } : []
         var panels: [Int8PanelWeights] = []
-        if precisions.contains(.int8), let first = Int8PanelWeights(weight: encoded) {
+        if precisions.contains(.int8), !rotated, let first = Int8PanelWeights(weight: encoded) {
             panels = [first] + (1..<copiesFor(first.byteCount)).map { _ in Int8PanelWeights(weight: fresh())! }
         }
         prepared.append((name, encoded, packed, panels))
@@ -174,7 +184,9 @@ for (outFeatures, inFeatures) in shapes {
                 ReferenceEncodedLinear(weight: encoded, bias: nil).forward(x, rows: 1, into: &expected)
                 let scale = expected.map(abs).max()!
                 for (precision, variant) in precisions.flatMap({ p in p == .int8 ? integerVariants.map { (p, $0) } : [(p, nil)] }) {
-                    let operators: [any LinearOperator] = if let variant {
+                    let operators: [any LinearOperator] = if encoded.inputRotation != nil {
+                        packed.map { precision.linear(weight: $0, bias: nil, threads: threads, integerKernels: variant ?? .best) }
+                    } else if let variant {
                         panels.map { Int8ActivationLinear(weights: $0, bias: nil, threads: threads, variant: variant) }
                     } else {
                         packed.map { PackedLinear(weight: $0, bias: nil, threads: threads) }
@@ -184,7 +196,7 @@ for (outFeatures, inFeatures) in shapes {
                     first.forward(x, rows: rows, into: &result)
                     let error = zip(result.prefix(outFeatures), expected).map { abs($0 - $1) }.max()! / scale
                     precondition(error < 0.05, "\(name): result differs from the reference by \(error) of its largest output")
-                    let bytes = precision == .int8 ? panels[0].byteCount : encoded.byteCount
+                    let bytes = precision == .int8 && !panels.isEmpty ? panels[0].byteCount : encoded.byteCount
                     let suffix = variant.map { integerVariants.count > 1 ? " \($0.rawValue)" : "" } ?? ""
                     cases.append(Case(label: "\(name) (\(precision.rawValue)\(suffix))", bitsPerWeight: encoded.bitsPerWeight, bytes: bytes) { call in
                         operators[call % operators.count].forward(x, rows: rows, into: &result)
