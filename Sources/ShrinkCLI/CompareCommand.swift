@@ -12,13 +12,9 @@ enum CompareCommand {
         summary: "Compress a model with each recipe, measure every configuration and the baseline on a task, and write reports.",
         arguments: [],
         options: [
-            OptionSpec(name: "--model", valueName: "path", help: "Model folder, .safetensors or GGUF file, or known name (default: minilm for stsb, smollm2 for perplexity)."),
             OptionSpec(name: "--recipes", valueName: "file", help: "Recipes to compare (JSON). Required.", isList: true),
-            OptionSpec(name: "--task", valueName: "name", help: "The task: stsb (default) or perplexity (decoders: PPL, KL-divergence, prompt and decode tokens/s)."),
-            OptionSpec(name: "--data", valueName: "file", help: "The task's dataset (stsb: an STS-B csv, default the shipped test split; perplexity: a text, default wikitext-2 test)."),
-            OptionSpec(name: "--limit", valueName: "n", help: "Evaluate on the first n items only (stsb: pairs; perplexity: windows of 512 tokens, default 40)."),
             OptionSpec(name: "--output", valueName: "folder", help: "Where to write report.json, report.csv, report.md and pareto.svg. Required."),
-            OptionSpec(name: "--base", valueName: "folder", help: "Folder with config.json, vocab.txt and the pooling config (default: the model's folder)."),
+        ] + TaskOptions.options + [
             OptionSpec(name: "--threads", valueName: "n", help: "Threads (default: all cores)."),
             OptionSpec(name: "--rounds", valueName: "n", help: "Interleaved latency rounds (default 3)."),
             OptionSpec(name: "--shard", valueName: "i/n", help: "Run only configurations i, i+n, … (1-based; the baseline is configuration 1)."),
@@ -33,10 +29,9 @@ enum CompareCommand {
         let shard = try parseShard(arguments.value("--shard"))
         let (location, task) = try TaskOptions.resolve(arguments, command: spec.name)
         let comparison = Comparison(model: location, recipes: recipes, task: task, threads: threads, rounds: rounds, shard: shard)
-        let scratch = NSTemporaryDirectory() + "shrink-compare-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
-        let configurations = try comparison.run(scratch: scratch, progress: console.progress(total: comparison.stepCount))
+        let configurations = try TaskOptions.withScratchFolder("compare") { scratch in
+            try comparison.run(scratch: scratch, progress: console.progress(total: comparison.stepCount))
+        }
         let report = ComparisonReport(task: task, configurations: configurations)
         try report.write(to: output)
         console.print(report.table())
@@ -99,6 +94,23 @@ enum MergeCommand {
 
 /// `--model`, `--task`, `--data`, `--limit` and `--base`, shared by compare and gate.
 enum TaskOptions {
+    /// The options that pick a model and a task: `--model`, `--task`, `--data`, `--limit`, `--base`.
+    static let options = [
+        OptionSpec(name: "--model", valueName: "path", help: "Model folder, .safetensors or GGUF file, or known name (default: minilm for stsb, smollm2 for perplexity)."),
+        OptionSpec(name: "--task", valueName: "name", help: "The task: stsb (default) or perplexity (decoders: PPL, KL-divergence, prompt and decode tokens/s)."),
+        OptionSpec(name: "--data", valueName: "file", help: "The task's dataset (stsb: an STS-B csv, default the shipped test split; perplexity: a text, default wikitext-2 test)."),
+        OptionSpec(name: "--limit", valueName: "n", help: "Evaluate on the first n items only (stsb: pairs; perplexity: windows of 512 tokens, default 40)."),
+        OptionSpec(name: "--base", valueName: "folder", help: "Folder with config.json, vocab.txt and the pooling config (default: the model's folder)."),
+    ]
+
+    /// Runs `body` with a new temporary folder (`shrink-<label>-<uuid>`), removed afterwards.
+    static func withScratchFolder<T>(_ label: String, _ body: (String) throws -> T) throws -> T {
+        let scratch = NSTemporaryDirectory() + "shrink-\(label)-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        return try body(scratch)
+    }
+
     static func resolve(_ arguments: ParsedArguments, command: String) throws -> (ModelLocation, any EvaluationTask) {
         let taskName = arguments.value("--task") ?? "stsb"
         guard EvaluationTasks.names.contains(taskName) else {

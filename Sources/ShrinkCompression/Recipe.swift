@@ -95,6 +95,31 @@ public struct Recipe: Sendable {
 }
 
 extension Recipe {
+    /// A recipe that compresses exactly the tensors of `configs` (by name), each with its config,
+    /// and leaves every other tensor alone; calibration as in this recipe. `canonicalJSON` records
+    /// this recipe's JSON and the tensors it was restricted to.
+    public func restricted(to configs: [(tensor: String, config: OpCompressionConfig)]) -> Recipe {
+        let names = JSONValue.array(configs.map { .string($0.tensor) }).serialized()
+        return Recipe(file: file, global: nil, opType: [], opName: configs.map { ($0.tensor, $0.config) }, weightThreshold: 0,
+                      calibration: calibration, canonicalJSON: "{\"restricted_to\":\(names),\"recipe\":\(canonicalJSON)}")
+    }
+
+    /// The JSON of the op config a plan rule names (`global`, `op_type.linear`,
+    /// `op_name["…"]`), as this recipe's file spells it; nil for an unknown rule.
+    public func configJSON(rule: String) -> JSONValue? {
+        guard let root = try? Array(canonicalJSON.utf8).withUnsafeBytes({ try JSONValue.parse($0) }) else { return nil }
+        if rule == "global" { return root.objectValue?.first { $0.key == "global" }?.value }
+        if rule.hasPrefix("op_type.") {
+            let key = String(rule.dropFirst("op_type.".count))
+            return root.objectValue?.first { $0.key == "op_type" }?.value.objectValue?.first { $0.key == key }?.value
+        }
+        if rule.hasPrefix("op_name[\""), rule.hasSuffix("\"]") {
+            let pattern = String(rule.dropFirst("op_name[\"".count).dropLast(2))
+            return root.objectValue?.first { $0.key == "op_name" }?.value.objectValue?.first { $0.key == pattern }?.value
+        }
+        return nil
+    }
+
     /// Whether `key` has the form of an architecture op type: dotted lowercase words, more than
     /// one (`attention.q`), or one of the single-word types `output` and `pooler`. Whether the
     /// model has it is checked when the recipe is resolved against the model.

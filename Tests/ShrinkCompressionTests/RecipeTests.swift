@@ -157,6 +157,27 @@ import ShrinkCore
         }
     }
 
+    /// A recipe restricted to one tensor compresses it with the config the recipe gives it and
+    /// leaves the rest; a plan rule leads back to the config's JSON as the file spells it.
+    @Test func restrictedRecipesAndRuleJSON() throws {
+        let recipe = try Self.parse(#"{"global": {"quantize": {"bits": 8}}, "op_type": {"linear": {"palettize": {"bits": 3}}}, "op_name": {"embed\\..*": {"quantize": {"bits": 4}}}}"#)
+        let resolved = try CompressionPlan.resolve(recipe, tensors: Self.tensors, roles: Self.roles)
+        var rules: [String: String] = [:]
+        for entry in resolved.entries { if case .compress(_, let rule) = entry.decision { rules[entry.tensor.name] = rule } }
+        #expect(recipe.configJSON(rule: rules["embed.weight"]!)?.serialized() == #"{"quantize":{"bits":4}}"#)
+        #expect(recipe.configJSON(rule: rules["layers.0.attn.q.weight"]!)?.serialized() == #"{"palettize":{"bits":3}}"#)
+        #expect(recipe.configJSON(rule: "global")?.serialized() == #"{"quantize":{"bits":8}}"#)
+        #expect(recipe.configJSON(rule: "op_type.conv") == nil && recipe.configJSON(rule: "nonsense") == nil)
+        guard case .compress(let config, _) = resolved.entries[3].decision else { Issue.record("ffn.up is compressed"); return }
+        let single = try CompressionPlan.resolve(recipe.restricted(to: [("layers.0.ffn.up.weight", config)]), tensors: Self.tensors, roles: Self.roles)
+        for entry in single.entries {
+            if case .compress(let chosen, _) = entry.decision {
+                #expect(entry.tensor.name == "layers.0.ffn.up.weight" && chosen == config)
+            }
+        }
+        #expect(single.entries.filter { if case .compress = $0.decision { true } else { false } }.count == 1)
+    }
+
     @Test func shippedRecipesParse() throws {
         let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("recipes")
