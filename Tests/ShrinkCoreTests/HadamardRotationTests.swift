@@ -119,3 +119,59 @@ import ShrinkCore
         for index in 0..<(size * size) { #expect(abs(actual.matrix[index] - expected.matrix[index]) < 1e-4, "element \(index)") }
     }
 }
+
+/// Malformed rotated tensors, as a corrupt file would hand them over: each is refused with the
+/// tensor's name and what is wrong, before anything decodes or runs them.
+@Suite struct RotatedEncodingBadInputTests {
+    static let base = WeightEncoding.dense(.f32)
+    static func parts(signs: [UInt8], columns: Int = 48) throws -> [String: DenseTensor] {
+        ["values": try DenseTensor(converting: [Float](repeating: 0.5, count: 2 * columns), shape: [2, columns]),
+         "rotation_signs": try DenseTensor(dtype: .u8, shape: [signs.count], bytes: signs)]
+    }
+
+    @Test func wellFormedRotationIsAccepted() throws {
+        let tensor = try EncodedTensor(name: "w", shape: [2, 48], sourceDType: .f32, encoding: .rotated(blockSize: 16, base: Self.base),
+                                       parts: try Self.parts(signs: [UInt8](repeating: 0, count: 6)))
+        #expect(tensor.inputRotation?.rotation.blockSize == 16)
+    }
+
+    @Test(arguments: [
+        (36, [UInt8](repeating: 0, count: 6), "rotation block 36 is not 12^t · 2^k dividing the input dimension 48"),
+        (32, [UInt8](repeating: 0, count: 6), "rotation block 32 is not 12^t · 2^k dividing the input dimension 48"),
+        (0, [UInt8](repeating: 0, count: 6), "rotation block 0 is not 12^t · 2^k dividing the input dimension 48"),
+        (16, [UInt8](repeating: 0, count: 5), "part 'rotation_signs' has 5 elements, expected 6"),
+    ])
+    func malformedRotationsAreRefused(block: Int, signs: [UInt8], reason: String) throws {
+        #expect(throws: ShrinkCoreError.invalidEncodedTensor(name: "w", reason: reason)) {
+            try EncodedTensor(name: "w", shape: [2, 48], sourceDType: .f32, encoding: .rotated(blockSize: block, base: Self.base),
+                              parts: try Self.parts(signs: signs))
+        }
+    }
+
+    @Test func paddingBitsAndNestingAreRefused() throws {
+        // 20 inputs take 3 bytes of signs; bits past the 20th must be clear.
+        #expect(throws: ShrinkCoreError.invalidEncodedTensor(name: "w", reason: "rotation_signs has bits set past the last input")) {
+            try EncodedTensor(name: "w", shape: [2, 20], sourceDType: .f32, encoding: .rotated(blockSize: 4, base: Self.base),
+                              parts: try Self.parts(signs: [0, 0, 0x10], columns: 20))
+        }
+        #expect(throws: ShrinkCoreError.invalidEncodedTensor(name: "w", reason: "rotations do not nest")) {
+            try EncodedTensor(name: "w", shape: [2, 48], sourceDType: .f32, encoding: .rotated(blockSize: 16, base: .rotated(blockSize: 16, base: Self.base)),
+                              parts: try Self.parts(signs: [UInt8](repeating: 0, count: 6)))
+        }
+    }
+
+    @Test(arguments: [
+        (#"{"kind": "rotated", "transform": "haar", "block_size": 16, "base": {"kind": "dense", "dtype": "F32"}}"#, "encoding.transform: unknown 'haar'"),
+        (#"{"kind": "rotated", "transform": "randomized_hadamard", "base": {"kind": "dense", "dtype": "F32"}}"#, "block_size"),
+        (#"{"kind": "rotated", "transform": "randomized_hadamard", "block_size": 16}"#, "base"),
+    ])
+    func malformedRotationJSONIsRefused(json: String, mentions: String) throws {
+        let value = try Array(json.utf8).withUnsafeBytes { try JSONValue.parse($0) }
+        do {
+            _ = try WeightEncoding(json: value)
+            Issue.record("accepted \(json)")
+        } catch {
+            #expect(error.message.contains(mentions), "\(error.message)")
+        }
+    }
+}
