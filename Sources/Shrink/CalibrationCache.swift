@@ -1,5 +1,6 @@
 import Foundation
 import ShrinkCore
+import ShrinkIO
 
 /// Input correlations recorded once per model and calibration set and handed to every recipe that
 /// calibrates on the same text: a comparison or a suite of gates compresses one model with many
@@ -9,7 +10,9 @@ import ShrinkCore
 ///
 /// Entries are keyed by the weights file (path, size, modification time), the calibration file and
 /// its line limit; they live as long as the cache (for SmolLM2-135M about 1 GB of correlations), so
-/// a caller makes one for a batch of compressions and drops it after. Thread-safe.
+/// a caller makes one for a batch of compressions and drops it after. A cache made from a
+/// calibration statistics file (`shrink calibrate`) answers from that file instead, for its model
+/// only, whatever calibration data a recipe names. Thread-safe.
 public final class CalibrationCache: @unchecked Sendable {
     struct Key: Hashable {
         let weights: String
@@ -29,8 +32,41 @@ public final class CalibrationCache: @unchecked Sendable {
     private var entries: [Key: Entry] = [:]
     /// Calibration runs the cache saved (its hits).
     public private(set) var hits = 0
+    /// The statistics file every answer comes from, when there is one.
+    public let statistics: CalibrationStatisticsFile?
+    /// Weights paths checked against `statistics.provenance`.
+    private var verifiedModels: Set<String> = []
 
-    public init() {}
+    public init() {
+        statistics = nil
+    }
+
+    /// A cache that reads every correlation from `statistics`.
+    public init(statistics: CalibrationStatisticsFile) {
+        self.statistics = statistics
+    }
+
+    /// The correlations of `layers` from the statistics file, after checking that it was recorded
+    /// on `model`'s weights; a layer the file lacks (no calibration input reached it) is absent.
+    func recordedCorrelations(_ statistics: CalibrationStatisticsFile, model: ModelLocation,
+                              layers: Set<String>) throws -> [String: InputCorrelation] {
+        if !lock.withLock({ verifiedModels.contains(model.weightsPath) }) {
+            let source = try MemoryMappedFile(path: model.weightsPath)
+            let digest = withExtendedLifetime(source) { SHA256.hexDigest(source.bytes) }
+            guard digest == statistics.provenance.modelSHA256 else {
+                throw ShrinkIOError.invalidMetadata(
+                    path: statistics.path, key: "\(CalibrationStatisticsFile.metadataKey).model_sha256",
+                    reason: "recorded on \(statistics.provenance.model) (SHA-256 \(statistics.provenance.modelSHA256.prefix(12))…), not on \(model.weightsPath) (\(digest.prefix(12))…)")
+            }
+            lock.withLock { _ = verifiedModels.insert(model.weightsPath) }
+        }
+        var correlations: [String: InputCorrelation] = [:]
+        for layer in layers where statistics.layers[layer] != nil {
+            correlations[layer] = try statistics.statistics(of: layer).correlation
+        }
+        lock.withLock { hits += 1 }
+        return correlations
+    }
 
     /// The correlations of `layers`: from an entry that recorded them all, else `record(allLayers)`
     /// (kept for later calls) for the key's model and calibration set.

@@ -147,24 +147,28 @@ public enum ModelCompressor {
     }
 
     /// The input correlations that calibrated configs need, for the linear weights `weights`
-    /// (`….weight`), from the recipe's calibration data run through the uncompressed model.
+    /// (`….weight`): from the cache's statistics file when it has one, else from the recipe's
+    /// calibration data run through the uncompressed model.
     static func calibrate(model: ModelLocation, recipe: Recipe, weights: [String], threads: Int,
                           cache: CalibrationCache?) throws -> [String: InputCorrelation] {
         guard !weights.isEmpty else { return [:] }
-        guard let calibration = recipe.calibration else {
-            throw CompressionError.invalidRecipe(file: recipe.file, keyPath: "calibration", reason: "calibrated methods need calibration data")
-        }
-        guard model.configPath != nil || (try? ModelFileFormat.detect(path: model.weightsPath)) == .gguf else {
-            throw ShrinkIOError.cannotOpen(path: model.weightsPath, reason: "calibration runs the model, which needs its config.json next to the weights")
-        }
         if let bad = weights.first(where: { !$0.hasSuffix(".weight") }) {
             throw CompressionError.invalidWeight(tensor: bad, reason: "only linear layers' weights can be calibrated")
         }
         let layers = Set(weights.map { String($0.dropLast(".weight".count)) })
+        if let cache, let statistics = cache.statistics {
+            return try cache.recordedCorrelations(statistics, model: model, layers: layers)
+        }
+        guard let calibration = recipe.calibration else {
+            throw CompressionError.invalidRecipe(file: recipe.file, keyPath: "calibration", reason: "calibrated methods need calibration data (or a statistics file: --stats)")
+        }
+        guard model.configPath != nil || (try? ModelFileFormat.detect(path: model.weightsPath)) == .gguf else {
+            throw ShrinkIOError.cannotOpen(path: model.weightsPath, reason: "calibration runs the model, which needs its config.json next to the weights")
+        }
         let (files, architecture) = try ModelArchitectures.open(weightsPath: model.weightsPath, configPath: model.configPath)
         func record(_ layers: Set<String>) throws -> [String: InputCorrelation] {
-            try Calibration.inputCorrelations(files: files, architecture: architecture, dataPath: calibration.path,
-                                              limit: calibration.limit, layers: layers, threads: threads)
+            try Calibration.inputStatistics(files: files, architecture: architecture, dataPath: calibration.path,
+                                            limit: calibration.limit, layers: layers, threads: threads).mapValues(\.correlation)
         }
         guard let cache else { return try record(layers) }
         return try cache.correlations(model: model, data: calibration.path, limit: calibration.limit, layers: layers,

@@ -15,6 +15,7 @@ enum CompressCommand {
             OptionSpec(name: "--recipe", valueName: "file", help: "The recipe (JSON; see recipes/README.md). Required."),
             OptionSpec(name: "--output", valueName: "file", help: "Where to write the compressed model (.safetensors). Required."),
             OptionSpec(name: "--threads", valueName: "n", help: "Tensors compressed at once (default: all cores)."),
+            StatisticsOption.option,
         ])
 
     static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
@@ -24,7 +25,8 @@ enum CompressCommand {
         let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
         let recipe = try Recipe.load(path: recipePath)
         console.printError("Compressing \(location.weightsPath) with \(recipePath)")
-        let summary = try ModelCompressor.compress(model: location, recipe: recipe, output: output, threads: threads) { report in
+        let summary = try ModelCompressor.compress(model: location, recipe: recipe, output: output, threads: threads,
+                                                   calibrationCache: try StatisticsOption.cache(arguments)) { report in
             let snr = report.snrDecibels.map { TextTable.fixed($0, digits: 1) + " dB" } ?? "exact"
             console.printError("  \(report.name)  \(report.encoding)  \(TextTable.fixed(report.bitsPerWeight, digits: 2)) bits/weight  SNR \(snr)  \(TextTable.fixed(report.seconds, digits: 2)) s")
         }
@@ -39,7 +41,7 @@ enum CompressCommand {
             "  bytes: \(TextTable.grouped(summary.bytesBefore)) → \(TextTable.grouped(summary.bytesAfter)) (ratio \(TextTable.fixed(summary.ratio, digits: 2))×)",
             "  bits per weight: \(TextTable.fixed(summary.compressedBitsPerWeight, digits: 2)) over compressed tensors, \(TextTable.fixed(summary.overallBitsPerWeight, digits: 2)) overall",
             "  mean weight SNR: " + (summary.meanSNRDecibels.map { TextTable.fixed($0, digits: 1) + " dB" } ?? "exact"),
-            "  time: \(TextTable.fixed(summary.seconds, digits: 2)) s",
+            "  time: \(TextTable.fixed(summary.seconds, digits: 2)) s, peak memory \(Int(PeakMemory.megabytes.rounded())) MB",
         ].joined(separator: "\n")
     }
 }

@@ -17,6 +17,7 @@ enum SensitivityCommand {
             OptionSpec(name: "--candidates", valueName: "file", help: "Candidate recipes (JSON); each layer is tried with the config each gives it. Required.", isList: true),
             OptionSpec(name: "--output", valueName: "file", help: "Where to write the JSON report that shrink search reads. Required."),
             OptionSpec(name: "--threads", valueName: "n", help: "Threads (default: all cores)."),
+            StatisticsOption.option,
         ] + TaskOptions.options)
 
     static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
@@ -28,7 +29,7 @@ enum SensitivityCommand {
         let limit = arguments.value("--limit").flatMap { Int($0) }
         let base = arguments.value("--base") ?? location.configPath.map { ($0 as NSString).deletingLastPathComponent }
         let scan = SensitivityScan(model: location, candidates: candidates, task: task, taskSettings: (arguments.value("--data"), limit, base),
-                                   threads: threads)
+                                   threads: threads, statistics: try arguments.value("--stats").map { try CalibrationStatisticsFile(path: $0) })
         let report = try TaskOptions.withScratchFolder("sensitivity") { scratch in
             try scan.run(scratch: scratch, progress: console.progress(total: try scan.stepCount()))
         }
@@ -64,6 +65,7 @@ enum SearchCommand {
             OptionSpec(name: "--output", valueName: "file", help: "Where to write the recipe. Required."),
             OptionSpec(name: "--no-verify", valueName: nil, help: "Do not compress and evaluate with the recipe."),
             OptionSpec(name: "--threads", valueName: "n", help: "Threads for the verification (default: all cores)."),
+            StatisticsOption.option,
         ])
 
     static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
@@ -95,7 +97,8 @@ enum SearchCommand {
                                             limit: report.limit)
         let (baseline, metrics) = try TaskOptions.withScratchFolder("search") { scratch in
             let compressed = (scratch as NSString).appendingPathComponent("searched.safetensors")
-            _ = try ModelCompressor.compress(model: location, recipe: try Recipe.load(path: output), output: compressed, threads: threads)
+            _ = try ModelCompressor.compress(model: location, recipe: try Recipe.load(path: output), output: compressed, threads: threads,
+                                             calibrationCache: try StatisticsOption.cache(arguments))
             let baseline = try task.evaluateBaseline(try task.load(weights: location.weightsPath, threads: threads))
             return (baseline, try task.evaluate(try task.load(weights: compressed, threads: threads), against: baseline))
         }

@@ -62,6 +62,20 @@ public struct DenseTensor: Sendable {
         try self.init(dtype: dtype, shape: shape, storage: storage)
     }
 
+    /// Stores `values` as `F64`.
+    public init(doubles values: [Double], shape: [Int]) throws(ShrinkCoreError) {
+        guard let count = Shape.elementCount(shape) else { throw .invalidShape(shape) }
+        guard count == values.count else {
+            throw .elementCountMismatch(shape: shape, expected: count, actual: values.count)
+        }
+        let storage = TensorStorage(byteCount: count * 8) { buffer in
+            for (index, value) in values.enumerated() {
+                buffer.storeBytes(of: value.bitPattern.littleEndian, toByteOffset: 8 * index, as: UInt64.self)
+            }
+        }
+        try self.init(dtype: .f64, shape: shape, storage: storage)
+    }
+
     /// The number of elements (product of the shape).
     public var elementCount: Int { storage.bytes.count / dtype.byteSize }
 

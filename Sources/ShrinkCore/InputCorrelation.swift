@@ -18,6 +18,14 @@ public struct InputCorrelation: Sendable, Equatable {
         rows = 0
     }
 
+    /// A correlation as stored: `matrix` is `size × size`, row-major, summed over `rows` rows.
+    public init(size: Int, matrix: [Double], rows: Int) {
+        precondition(size > 0 && matrix.count == size * size && rows >= 0)
+        self.size = size
+        self.matrix = matrix
+        self.rows = rows
+    }
+
     /// Adds the product `Xᵀ·X` of `rows` input rows, computed by the caller (`size × size`).
     public mutating func add(product: UnsafeBufferPointer<Float>, rows added: Int) {
         precondition(product.count == size * size)

@@ -121,16 +121,20 @@ public struct SensitivityReport: Codable, Sendable {
 /// The sensitivity scan behind `shrink sensitivity`: for every candidate recipe and every tensor
 /// it compresses, compress that tensor alone (the rest as stored), evaluate the task against the
 /// uncompressed baseline, and record size, metrics and loss. Cost: one compression and one
-/// evaluation per (layer, candidate); calibration runs once per calibration file.
+/// evaluation per (layer, candidate); calibration runs once per calibration file, or not at all
+/// with a statistics file.
 public struct SensitivityScan {
     public var model: ModelLocation
     public var candidates: [String]
     public var task: any EvaluationTask
     public var taskSettings: (data: String?, limit: Int?, base: String?)
     public var threads: Int
+    /// Calibration statistics the calibrated candidates read instead of their calibration data.
+    public var statistics: CalibrationStatisticsFile?
 
     public init(model: ModelLocation, candidates: [String], task: any EvaluationTask, taskSettings: (data: String?, limit: Int?, base: String?),
-                threads: Int = ProcessInfo.processInfo.activeProcessorCount) {
+                threads: Int = ProcessInfo.processInfo.activeProcessorCount, statistics: CalibrationStatisticsFile? = nil) {
+        self.statistics = statistics
         self.model = model
         self.candidates = candidates
         self.task = task
@@ -160,7 +164,7 @@ public struct SensitivityScan {
         progress?.begin("evaluating the baseline on \(task.name)")
         let baseline = try task.evaluateBaseline(try task.load(weights: model.weightsPath, threads: threads))
         progress?.end()
-        let cache = CalibrationCache()
+        let cache = statistics.map(CalibrationCache.init(statistics:)) ?? CalibrationCache()
         let output = (scratch as NSString).appendingPathComponent("layer.safetensors")
         var layers: [LayerSensitivity] = []
         var lossName = ""

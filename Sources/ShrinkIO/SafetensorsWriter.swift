@@ -11,8 +11,19 @@ public enum SafetensorsWriter {
     ///   `.writeFailed` when the file system refuses.
     public static func write(_ tensors: [(name: String, tensor: DenseTensor)], metadata: [String: String] = [:],
                              to path: String) throws(ShrinkIOError) {
+        let layout = tensors.map { TensorDescriptor(name: $0.name, dtype: $0.tensor.dtype, shape: $0.tensor.shape) }
+        try write(layout, metadata: metadata, to: path) { index throws(ShrinkIOError) in tensors[index].tensor }
+    }
+
+    /// Writes the tensors `layout` describes, asking `tensor(i)` for the `i`-th one only when its
+    /// bytes are due, so at most one produced tensor is alive at a time.
+    /// - Throws: as `write(_:metadata:to:)`, and `.writeFailed` when a produced tensor does not have
+    ///   its layout's dtype and shape; any error `tensor` throws, with nothing written.
+    public static func write(_ layout: [TensorDescriptor], metadata: [String: String] = [:], to path: String,
+                             tensor: (Int) throws(ShrinkIOError) -> DenseTensor) throws(ShrinkIOError) {
         var names = Set<String>()
-        for (name, _) in tensors {
+        for entry in layout {
+            let name = entry.name
             guard !name.isEmpty else { throw .invalidTensorName(path: path, tensor: name, reason: "the name is empty") }
             guard name != "__metadata__" else {
                 throw .invalidTensorName(path: path, tensor: name, reason: "the name is reserved for metadata")
@@ -27,14 +38,16 @@ public enum SafetensorsWriter {
             pairs.append((key: "__metadata__", value: .object(entries)))
         }
         var offset = 0
-        for (name, tensor) in tensors {
-            let entry: JSONValue = .object([
-                (key: "dtype", value: .string(tensor.dtype.rawValue)),
-                (key: "shape", value: .array(tensor.shape.map { .number(String($0)) })),
-                (key: "data_offsets", value: .array([.number(String(offset)), .number(String(offset + tensor.byteCount))])),
-            ])
-            pairs.append((key: name, value: entry))
-            offset += tensor.byteCount
+        for entry in layout {
+            guard let byteCount = Shape.byteCount(entry.shape, dtype: entry.dtype) else {
+                throw .invalidShape(path: path, tensor: entry.name, reason: "\(entry.shape) overflows")
+            }
+            pairs.append((key: entry.name, value: .object([
+                (key: "dtype", value: .string(entry.dtype.rawValue)),
+                (key: "shape", value: .array(entry.shape.map { .number(String($0)) })),
+                (key: "data_offsets", value: .array([.number(String(offset)), .number(String(offset + byteCount))])),
+            ])))
+            offset += byteCount
         }
         var header = JSONValue.object(pairs).serialized()
         header += String(repeating: " ", count: (8 - header.utf8.count % 8) % 8)
@@ -45,8 +58,12 @@ public enum SafetensorsWriter {
             Result { () throws(ShrinkIOError) in try file.write(bytes) }
         }.get()
         try file.write(header)
-        for (_, tensor) in tensors {
-            try file.write(tensor.bytes)
+        for (index, entry) in layout.enumerated() {
+            let produced = try tensor(index)
+            guard produced.dtype == entry.dtype, produced.shape == entry.shape else {
+                throw .writeFailed(path: path, reason: "tensor '\(entry.name)' came as \(produced.dtype.rawValue) \(produced.shape), not \(entry.dtype.rawValue) \(entry.shape)")
+            }
+            try file.write(produced.bytes)
         }
         try file.commit()
     }

@@ -26,11 +26,12 @@ struct ObservedLinear: LinearOperator {
     }
 }
 
-/// Accumulates `InputCorrelation`s (`Σ xᵀx`) of chosen linear layers while a model runs.
-public final class InputCorrelationRecorder: LinearInputObserver, @unchecked Sendable {
+/// Accumulates `LayerInputStatistics` (`Σ xᵀx`, `Σ |x|`, `max |x|`) of chosen linear layers while
+/// a model runs.
+public final class InputStatisticsRecorder: LinearInputObserver, @unchecked Sendable {
     private let lock = NSLock()
     private let layers: Set<String>
-    private var correlations: [String: InputCorrelation] = [:]
+    private var statistics: [String: LayerInputStatistics] = [:]
     private var product: [Float] = []
 
     /// Records the layers named in `layers` (op names, without `.weight`).
@@ -44,35 +45,37 @@ public final class InputCorrelationRecorder: LinearInputObserver, @unchecked Sen
             if product.count < width * width { product = [Float](repeating: 0, count: width * width) }
             product.withUnsafeMutableBufferPointer { buffer in
                 DenseMatmul.gram(x: inputs.baseAddress!, rows: rows, width: width, output: buffer.baseAddress!)
-                correlations[layer, default: InputCorrelation(size: width)].add(
-                    product: UnsafeBufferPointer(rebasing: buffer[0..<(width * width)]), rows: rows)
+                statistics[layer, default: LayerInputStatistics(width: width)].add(
+                    rows: inputs, count: rows, product: UnsafeBufferPointer(rebasing: buffer[0..<(width * width)]))
             }
         }
     }
 
     /// What was recorded, by op name.
-    public var recorded: [String: InputCorrelation] { lock.withLock { correlations } }
+    public var recorded: [String: LayerInputStatistics] { lock.withLock { statistics } }
 }
 
-/// Runs calibration text through any architecture's runtime and records the input correlations
+/// Runs calibration text through any architecture's runtime and records the input statistics
 /// of its linear layers.
 public enum Calibration {
-    /// The correlations of `layers` (op names) over the first `limit` non-blank lines of
-    /// `dataPath`, run through the model in `files` with fp32 activations. Layers the runtime does
-    /// not run (a pooler that sentence embeddings skip) are absent from the result.
-    /// - Throws: `ModelError` for a model that cannot be built, `.invalidFile` for unreadable or
-    ///   empty calibration text.
-    public static func inputCorrelations(files: ModelFiles, architecture: any ModelArchitecture, dataPath: String, limit: Int,
-                                         layers: Set<String>, threads: Int) throws -> [String: InputCorrelation] {
-        let recorder = InputCorrelationRecorder(layers: layers)
+    /// The statistics of `layers` (op names) over the first `limit` non-blank lines of the UTF-8
+    /// text file `dataPath`; a layer no input reached is absent.
+    public static func inputStatistics(files: ModelFiles, architecture: any ModelArchitecture, dataPath: String, limit: Int,
+                                       layers: Set<String>, threads: Int) throws -> [String: LayerInputStatistics] {
+        let recorder = InputStatisticsRecorder(layers: layers)
         let runtime = try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: threads, activations: .float32, observer: recorder))
-        guard let data = FileManager.default.contents(atPath: dataPath), let text = String(data: data, encoding: .utf8) else {
-            throw ModelError.invalidFile(path: dataPath, reason: "cannot read the calibration data as UTF-8 text")
+        try runtime.run(calibrationTexts: try lines(dataPath, limit: limit))
+        return recorder.recorded
+    }
+
+    /// The first `limit` non-blank lines of the UTF-8 text file `path`.
+    public static func lines(_ path: String, limit: Int) throws -> [String] {
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+            throw ModelError.invalidFile(path: path, reason: "cannot read the calibration data as UTF-8 text")
         }
         let lines = text.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" }).map(String.init)
             .filter { !$0.allSatisfy(\.isWhitespace) }.prefix(limit)
-        guard !lines.isEmpty else { throw ModelError.invalidFile(path: dataPath, reason: "holds no calibration lines") }
-        try runtime.run(calibrationTexts: Array(lines))
-        return recorder.recorded
+        guard !lines.isEmpty else { throw ModelError.invalidFile(path: path, reason: "holds no calibration lines") }
+        return Array(lines)
     }
 }

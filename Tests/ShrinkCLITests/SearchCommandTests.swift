@@ -37,4 +37,31 @@ import ShrinkTestSupport
         let missing = run(["search", "--sensitivity", folder.file("nope.json"), "--budget-mb", "1", "--output", folder.file("none.json")])
         #expect(missing.code == 2 && missing.errors.contains("nope.json"))
     }
+
+    /// `shrink calibrate` writes statistics that `compress --stats` reads; bad arguments and a file
+    /// that is not statistics exit 2 naming the problem, writing nothing.
+    @Test func calibrateWritesStatisticsThatCompressReads() throws {
+        let folder = TemporaryDirectory()
+        let data = folder.file("calibration.txt")
+        try Data("A man is playing a guitar.\nTwo dogs run across the snowy field.\n\nThe stock market fell sharply today.\n".utf8)
+            .write(to: URL(fileURLWithPath: data))
+        let calibrate = run(["calibrate", "--model", TestModels.miniLM, "--data", data, "--output", folder.file("stats.safetensors")])
+        #expect(calibrate.code == 0, "\(calibrate.errors)")
+        #expect(calibrate.output.contains("linear ops: 36 (24 distinct inputs), 3 lines") && calibrate.output.contains("peak memory"), "\(calibrate.output)")
+        try Data(#"{"calibration": {"data": "\#(data)"}, "op_name": {"encoder\\.layer\\.0\\.attention\\.self\\.query": {"quantize": {"bits": 4, "granularity": "per_block", "block_size": 32, "method": "gptq"}}}}"#.utf8)
+            .write(to: URL(fileURLWithPath: folder.file("gptq.json")))
+        let compress = run(["compress", "--model", TestModels.miniLM, "--recipe", folder.file("gptq.json"), "--stats", folder.file("stats.safetensors"),
+                            "--output", folder.file("out.safetensors")])
+        #expect(compress.code == 0, "\(compress.errors)")
+        let notStatistics = run(["compress", "--model", TestModels.miniLM, "--recipe", folder.file("gptq.json"), "--stats", folder.file("out.safetensors"),
+                                 "--output", folder.file("none.safetensors")])
+        #expect(notStatistics.code == 2 && notStatistics.errors.contains("out.safetensors: unsupported format: not a calibration statistics file"), "\(notStatistics.errors)")
+        #expect(!FileManager.default.fileExists(atPath: folder.file("none.safetensors")))
+        #expect(run(["calibrate", "--model", TestModels.miniLM, "--output", folder.file("none.safetensors")]).code == 2)
+        let empty = folder.file("empty.txt")
+        try Data("\n \n".utf8).write(to: URL(fileURLWithPath: empty))
+        let noLines = run(["calibrate", "--model", TestModels.miniLM, "--data", empty, "--output", folder.file("none.safetensors")])
+        #expect(noLines.code == 2 && noLines.errors.contains("holds no calibration lines"), "\(noLines.errors)")
+        #expect(!FileManager.default.fileExists(atPath: folder.file("none.safetensors")))
+    }
 }

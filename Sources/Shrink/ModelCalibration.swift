@@ -1,0 +1,52 @@
+import Dispatch
+import Foundation
+import ShrinkCore
+import ShrinkIO
+import ShrinkModels
+
+/// What `ModelCalibration.record` wrote.
+public struct CalibrationRecordSummary: Sendable {
+    public let output: String
+    /// Linear ops with statistics, and the distinct input sets among them (ops that read the same
+    /// input share one).
+    public let layers: Int
+    public let distinctInputs: Int
+    /// Calibration lines run, and the fewest and most input rows an op saw.
+    public let lines: Int
+    public let rows: ClosedRange<Int>
+    public let bytes: Int
+    public let seconds: Double
+}
+
+/// Records calibration statistics (`LayerInputStatistics` of every linear op the architecture
+/// observes) once, into a file that compress, sensitivity and search read with `--stats`.
+public enum ModelCalibration {
+    /// Runs the first `limit` non-blank lines of `data` through the uncompressed model at `model`
+    /// and writes the statistics of every observed linear op to `output` atomically.
+    /// - Throws: `ModelError` for unreadable data or a model that cannot run; `ShrinkIOError` when
+    ///   no op saw input or the file cannot be written (nothing is left at `output`).
+    public static func record(model: ModelLocation, data: String, limit: Int, output: String,
+                              threads: Int = ProcessInfo.processInfo.activeProcessorCount) throws -> CalibrationRecordSummary {
+        let start = DispatchTime.now()
+        guard model.configPath != nil || (try? ModelFileFormat.detect(path: model.weightsPath)) == .gguf else {
+            throw ShrinkIOError.cannotOpen(path: model.weightsPath, reason: "calibration runs the model, which needs its config.json next to the weights")
+        }
+        let (files, architecture) = try ModelArchitectures.open(weightsPath: model.weightsPath, configPath: model.configPath)
+        let lines = try Calibration.lines(data, limit: limit)
+        let statistics = try Calibration.inputStatistics(files: files, architecture: architecture, dataPath: data, limit: limit,
+                                                         layers: Set(architecture.observationPoints), threads: threads)
+        let source = try MemoryMappedFile(path: model.weightsPath)
+        let dataFile = try MemoryMappedFile(path: data)
+        let provenance = CalibrationProvenance(
+            model: (model.weightsPath as NSString).lastPathComponent,
+            modelSHA256: withExtendedLifetime(source) { SHA256.hexDigest(source.bytes) },
+            data: data, dataSHA256: withExtendedLifetime(dataFile) { SHA256.hexDigest(dataFile.bytes) }, lines: lines.count)
+        try CalibrationStatisticsFile.write(statistics, provenance: provenance, to: output)
+        let written = try CalibrationStatisticsFile(path: output)
+        let rows = statistics.values.map(\.rows)
+        let bytes = (try? FileManager.default.attributesOfItem(atPath: output)[.size] as? Int) ?? 0
+        return CalibrationRecordSummary(output: output, layers: written.layers.count, distinctInputs: Set(written.layers.values.map(\.tensors)).count,
+                                        lines: lines.count, rows: rows.min()!...rows.max()!, bytes: bytes,
+                                        seconds: Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9)
+    }
+}
