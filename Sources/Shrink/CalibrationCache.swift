@@ -34,8 +34,6 @@ public final class CalibrationCache: @unchecked Sendable {
     public private(set) var hits = 0
     /// The statistics file every answer comes from, when there is one.
     public let statistics: CalibrationStatisticsFile?
-    /// Weights paths checked against `statistics.provenance`.
-    private var verifiedModels: Set<String> = []
 
     public init() {
         statistics = nil
@@ -47,18 +45,14 @@ public final class CalibrationCache: @unchecked Sendable {
     }
 
     /// The correlations of `layers` from the statistics file, after checking that it was recorded
-    /// on `model`'s weights; a layer the file lacks (no calibration input reached it) is absent.
-    func recordedCorrelations(_ statistics: CalibrationStatisticsFile, model: ModelLocation,
+    /// on the model whose weights file `model` has SHA-256 `modelDigest`; a layer the file lacks
+    /// (no calibration input reached it) is absent.
+    func recordedCorrelations(_ statistics: CalibrationStatisticsFile, model: ModelLocation, modelDigest: String,
                               layers: Set<String>) throws -> [String: InputCorrelation] {
-        if !lock.withLock({ verifiedModels.contains(model.weightsPath) }) {
-            let source = try MemoryMappedFile(path: model.weightsPath)
-            let digest = withExtendedLifetime(source) { SHA256.hexDigest(source.bytes) }
-            guard digest == statistics.provenance.modelSHA256 else {
-                throw ShrinkIOError.invalidMetadata(
-                    path: statistics.path, key: "\(CalibrationStatisticsFile.metadataKey).model_sha256",
-                    reason: "recorded on \(statistics.provenance.model) (SHA-256 \(statistics.provenance.modelSHA256.prefix(12))…), not on \(model.weightsPath) (\(digest.prefix(12))…)")
-            }
-            lock.withLock { _ = verifiedModels.insert(model.weightsPath) }
+        guard modelDigest == statistics.provenance.modelSHA256 else {
+            throw ShrinkIOError.invalidMetadata(
+                path: statistics.path, key: "\(CalibrationStatisticsFile.metadataKey).model_sha256",
+                reason: "recorded on \(statistics.provenance.model) (SHA-256 \(statistics.provenance.modelSHA256.prefix(12))…), not on \(model.weightsPath) (\(modelDigest.prefix(12))…)")
         }
         var correlations: [String: InputCorrelation] = [:]
         for layer in layers where statistics.layers[layer] != nil {

@@ -3,6 +3,7 @@ import Foundation
 import ShrinkCompression
 import ShrinkCore
 import ShrinkIO
+import ShrinkKernels
 import ShrinkModels
 
 /// What compressing one tensor did.
@@ -83,29 +84,36 @@ public enum ModelCompressor {
             }
         }
         let planned = tasks
-        let correlations = try calibrate(model: model, recipe: recipe,
+        let sourceDigest = try { () throws -> String in
+            let source = try MemoryMappedFile(path: model.weightsPath)
+            return withExtendedLifetime(source) { SHA256.hexDigest(source.bytes) }
+        }()
+        let correlations = try calibrate(model: model, modelDigest: sourceDigest, recipe: recipe,
                                          weights: planned.filter { $0.config.isCalibrated }.map { plan.entries[$0.index].tensor.name },
                                          threads: threads, cache: calibrationCache)
-        let results = try Parallel.map(planned.count, threads: threads) { taskIndex throws -> (EncodedTensor, TensorCompressionReport) in
-            let task = planned[taskIndex]
-            let name = plan.entries[task.index].tensor.name
-            let tensorStart = DispatchTime.now()
-            let tensor = try denseSource(store, name)
-            var config = task.config, rule = task.rule
-            let correlation = correlations[String(name.dropLast(".weight".count))]
-            if config.isCalibrated, correlation == nil {
-                config.quantize?.method = .roundToNearest
-                config.palettize?.method = .roundToNearest
-                rule += " (no calibration input reaches this layer: rounded to nearest)"
+        // Tensors run in parallel, one per thread; their BLAS calls then take one thread each.
+        let results = try BLASLibrary.withThreadCount(threads > 1 ? 1 : BLASLibrary.threadCount) {
+            try Parallel.map(planned.count, threads: threads) { taskIndex throws -> (EncodedTensor, TensorCompressionReport) in
+                let task = planned[taskIndex]
+                let name = plan.entries[task.index].tensor.name
+                let tensorStart = DispatchTime.now()
+                let tensor = try denseSource(store, name)
+                var config = task.config, rule = task.rule
+                let correlation = correlations[String(name.dropLast(".weight".count))]
+                if config.isCalibrated, correlation == nil {
+                    config.quantize?.method = .roundToNearest
+                    config.palettize?.method = .roundToNearest
+                    rule += " (no calibration input reaches this layer: rounded to nearest)"
+                }
+                let encoded = try WeightCompressor.encode(name: name, tensor: tensor, config: config, correlation: correlation)
+                let snr = WeightError.snr(original: tensor.floats(), decoded: encoded.decode())
+                let report = TensorCompressionReport(
+                    name: name, encoding: encoded.encoding.summary, rule: rule, elements: encoded.elementCount,
+                    bytesBefore: tensor.byteCount, bytesAfter: encoded.byteCount, bitsPerWeight: encoded.bitsPerWeight,
+                    snrDecibels: snr.isFinite ? snr : nil, seconds: seconds(since: tensorStart))
+                progress(report)
+                return (encoded, report)
             }
-            let encoded = try WeightCompressor.encode(name: name, tensor: tensor, config: config, correlation: correlation)
-            let snr = WeightError.snr(original: tensor.floats(), decoded: encoded.decode())
-            let report = TensorCompressionReport(
-                name: name, encoding: encoded.encoding.summary, rule: rule, elements: encoded.elementCount,
-                bytesBefore: tensor.byteCount, bytesAfter: encoded.byteCount, bitsPerWeight: encoded.bitsPerWeight,
-                snrDecibels: snr.isFinite ? snr : nil, seconds: seconds(since: tensorStart))
-            progress(report)
-            return (encoded, report)
         }
         // Tensors the recipe keeps stay as stored: dense ones dense, a GGUF file's block types in
         // their encoding.
@@ -127,8 +135,7 @@ public enum ModelCompressor {
         metadata["shrink.recipe"] = recipe.canonicalJSON
         metadata["shrink.recipe_name"] = recipe.name
         metadata["shrink.source"] = (model.weightsPath as NSString).lastPathComponent
-        let source = try MemoryMappedFile(path: model.weightsPath)
-        metadata["shrink.source_sha256"] = withExtendedLifetime(source) { SHA256.hexDigest(source.bytes) }
+        metadata["shrink.source_sha256"] = sourceDigest
         let encoded = results.map(\.0) + keptEncoded
         try CompressedModel(denseTensors: dense, encodedTensors: encoded, metadata: metadata).write(to: output)
 
@@ -147,9 +154,10 @@ public enum ModelCompressor {
     }
 
     /// The input correlations that calibrated configs need, for the linear weights `weights`
-    /// (`….weight`): from the cache's statistics file when it has one, else from the recipe's
+    /// (`….weight`) of the model whose weights have SHA-256 `modelDigest`: from the cache's
+    /// statistics file when it has one (recorded on that model), else from the recipe's
     /// calibration data run through the uncompressed model.
-    static func calibrate(model: ModelLocation, recipe: Recipe, weights: [String], threads: Int,
+    static func calibrate(model: ModelLocation, modelDigest: String, recipe: Recipe, weights: [String], threads: Int,
                           cache: CalibrationCache?) throws -> [String: InputCorrelation] {
         guard !weights.isEmpty else { return [:] }
         if let bad = weights.first(where: { !$0.hasSuffix(".weight") }) {
@@ -157,7 +165,7 @@ public enum ModelCompressor {
         }
         let layers = Set(weights.map { String($0.dropLast(".weight".count)) })
         if let cache, let statistics = cache.statistics {
-            return try cache.recordedCorrelations(statistics, model: model, layers: layers)
+            return try cache.recordedCorrelations(statistics, model: model, modelDigest: modelDigest, layers: layers)
         }
         guard let calibration = recipe.calibration else {
             throw CompressionError.invalidRecipe(file: recipe.file, keyPath: "calibration", reason: "calibrated methods need calibration data (or a statistics file: --stats)")

@@ -1,4 +1,8 @@
-/// SHA-256 (FIPS 180-4), used to record which source model a compressed file came from.
+import CShrinkCoreSupport
+
+/// SHA-256 (FIPS 180-4), used to record which source model a compressed file came from. Blocks
+/// run on the x86 SHA extensions where the CPU has them (`shrink_sha256_blocks`), else on the
+/// Swift rounds below, which are the reference the extensions are tested against.
 public struct SHA256 {
     private var state: [UInt32] = [
         0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
@@ -6,18 +10,22 @@ public struct SHA256 {
     private var pending: [UInt8] = []
     private var length: UInt64 = 0
 
-    private static let constants: [UInt32] = [
-        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-        0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-        0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-    ]
+    /// The round constants, from the table the extension kernel reads.
+    private static let constants: [UInt32] = withUnsafeBytes(of: shrink_sha256_round_constants) { Array($0.bindMemory(to: UInt32.self)) }
 
-    public init() {}
+    /// Whether this CPU runs blocks on the SHA extensions.
+    public static let extensionsAvailable = shrink_sha256_available() != 0
+    /// Whether this hasher uses them.
+    let usesExtensions: Bool
+
+    public init() {
+        usesExtensions = Self.extensionsAvailable
+    }
+
+    /// A hasher on the Swift rounds only (`usesExtensions` false) or the extensions where available.
+    init(extensions: Bool) {
+        usesExtensions = extensions && Self.extensionsAvailable
+    }
 
     /// The hex digest of `bytes`.
     public static func hexDigest(_ bytes: UnsafeRawBufferPointer) -> String {
@@ -39,9 +47,10 @@ public struct SHA256 {
                 pending.removeAll(keepingCapacity: true)
             }
         }
-        while offset + 64 <= bytes.count {
-            compress(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + 64)]))
-            offset += 64
+        let whole = (bytes.count - offset) / 64 * 64
+        if whole > 0 {
+            compress(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + whole)]))
+            offset += whole
         }
         pending += bytes[offset...]
     }
@@ -52,15 +61,22 @@ public struct SHA256 {
         var tail = pending + [0x80]
         while tail.count % 64 != 56 { tail.append(0) }
         for shift in stride(from: 56, through: 0, by: -8) { tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-        tail.withUnsafeBytes { buffer in
-            for start in stride(from: 0, to: buffer.count, by: 64) {
-                compress(UnsafeRawBufferPointer(rebasing: buffer[start..<(start + 64)]))
-            }
-        }
+        tail.withUnsafeBytes { compress($0) }
         return state.flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> UInt32(24 - 8 * $0)) } }
     }
 
-    private mutating func compress(_ block: UnsafeRawBufferPointer) {
+    /// Runs the compression function over `blocks` (a whole number of 64-byte blocks).
+    private mutating func compress(_ blocks: UnsafeRawBufferPointer) {
+        guard usesExtensions else {
+            for start in stride(from: 0, to: blocks.count, by: 64) { compressBlock(UnsafeRawBufferPointer(rebasing: blocks[start..<(start + 64)])) }
+            return
+        }
+        state.withUnsafeMutableBufferPointer { state in
+            shrink_sha256_blocks(state.baseAddress!, blocks.baseAddress!.assumingMemoryBound(to: UInt8.self), blocks.count / 64)
+        }
+    }
+
+    private mutating func compressBlock(_ block: UnsafeRawBufferPointer) {
         var w = [UInt32](repeating: 0, count: 64)
         for i in 0..<16 { w[i] = UInt32(bigEndian: block.loadUnaligned(fromByteOffset: 4 * i, as: UInt32.self)) }
         for i in 16..<64 {
