@@ -105,24 +105,36 @@ enum GPTQ {
     static func refitLUTs(_ values: [Float], shape: [Int], correlation: InputCorrelation, luts: [Float], indices: [UInt8], entries: Int,
                           granularity: PaletteGranularity, channelScales: [Float]?, dtype: DType) -> [Float] {
         let (rows, columns) = (shape[0], shape[1])
-        let h = correlation.matrix
         let groups = luts.count / entries
         var a = [Double](repeating: 0, count: groups * entries * entries), b = [Double](repeating: 0, count: groups * entries)
-        var binned = [Double](repeating: 0, count: entries)
-        for row in 0..<rows {
-            let group = EncodingLayout.group(of: row * columns, granularity, shape: shape)
-            let scale = Double(channelScales?[row] ?? 1)
-            for i in 0..<columns {
-                for entry in 0..<entries { binned[entry] = 0 }
-                var hw = 0.0
+        // Per chunk of rows: H · [P | Wᵀ] in one dgemm, where P (columns × rows·entries) is each
+        // row's one-hot index matrix and W the rows' weights; column (r, e) of H·P holds
+        // Σ_{j: index(r, j) = e} H_ij and column r of H·Wᵀ holds (H w_r)_i.
+        let chunk = 16
+        var stacked = [Double](), product = [Double]()
+        for start in stride(from: 0, to: rows, by: chunk) {
+            let count = min(chunk, rows - start), width = count * (entries + 1)
+            stacked = [Double](repeating: 0, count: columns * width)
+            product = [Double](repeating: 0, count: columns * width)
+            for r in 0..<count {
+                let row = start + r
                 for j in 0..<columns {
-                    let hij = h[i * columns + j]
-                    binned[Int(indices[row * columns + j])] += hij
-                    hw += hij * Double(values[row * columns + j])
+                    stacked[j * width + r * entries + Int(indices[row * columns + j])] = 1
+                    stacked[j * width + count * entries + r] = Double(values[row * columns + j])
                 }
-                let entryI = Int(indices[row * columns + i])
-                for entry in 0..<entries { a[(group * entries + entryI) * entries + entry] += scale * scale * binned[entry] }
-                b[group * entries + entryI] += scale * hw
+            }
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int32(columns), Int32(width), Int32(columns), 1, correlation.matrix, Int32(columns),
+                        stacked, Int32(width), 0, &product, Int32(width))
+            for r in 0..<count {
+                let row = start + r
+                let group = EncodingLayout.group(of: row * columns, granularity, shape: shape)
+                let scale = Double(channelScales?[row] ?? 1)
+                for i in 0..<columns {
+                    let entryI = Int(indices[row * columns + i])
+                    let line = i * width + r * entries, target = (group * entries + entryI) * entries
+                    for entry in 0..<entries { a[target + entry] += scale * scale * product[line + entry] }
+                    b[group * entries + entryI] += scale * product[i * width + count * entries + r]
+                }
             }
         }
         var refitted = luts
