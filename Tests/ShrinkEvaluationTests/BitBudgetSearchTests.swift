@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import ShrinkCompression
 import ShrinkEvaluation
+import ShrinkTestSupport
 
 /// The budgeted choice against brute force over every combination, its refusals, and the recipe it
 /// writes.
@@ -65,5 +66,25 @@ import ShrinkEvaluation
         for (entry, layer) in zip(recipe.opName, chosen) { #expect(entry.config?.quantize?.bits == Int(layer.candidate == "two" ? 2 : layer.candidate == "four" ? 4 : 8)) }
         #expect(recipe.calibration == nil)
         #expect(BitBudgetSearch.elements(report) == 8100)
+    }
+
+    /// A report that is not JSON, or JSON of another shape, is refused naming the file; a written
+    /// report reads back equal.
+    @Test func malformedReportsAreRefusedNamingTheFile() throws {
+        let folder = TemporaryDirectory()
+        for (name, text) in [("garbage.json", "{ not json"), ("other.json", #"{"model": "m", "layers": 3}"#), ("empty.json", "")] {
+            let path = folder.file(name)
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+            do {
+                _ = try SensitivityReport.read(path: path)
+                Issue.record("\(name): accepted a malformed report")
+            } catch {
+                #expect("\(error)".hasPrefix("\(path): not a shrink sensitivity report"), "\(error)")
+            }
+        }
+        let path = folder.file("report.json")
+        try Self.report().json().write(to: URL(fileURLWithPath: path))
+        let read = try SensitivityReport.read(path: path)
+        #expect(read.layers.count == Self.report().layers.count && read.uniqueLayers == Self.report().uniqueLayers)
     }
 }
