@@ -28,19 +28,13 @@ public enum ModelCalibration {
     public static func record(model: ModelLocation, data: String, limit: Int, output: String,
                               threads: Int = ProcessInfo.processInfo.activeProcessorCount) throws -> CalibrationRecordSummary {
         let start = DispatchTime.now()
-        guard model.configPath != nil || (try? ModelFileFormat.detect(path: model.weightsPath)) == .gguf else {
-            throw ShrinkIOError.cannotOpen(path: model.weightsPath, reason: "calibration runs the model, which needs its config.json next to the weights")
-        }
-        let (files, architecture) = try ModelArchitectures.open(weightsPath: model.weightsPath, configPath: model.configPath)
+        let (files, architecture) = try ModelCompressor.openForCalibration(model)
         let lines = try Calibration.lines(data, limit: limit)
         let statistics = try Calibration.inputStatistics(files: files, architecture: architecture, dataPath: data, limit: limit,
                                                          layers: Set(architecture.observationPoints), threads: threads)
-        let source = try MemoryMappedFile(path: model.weightsPath)
-        let dataFile = try MemoryMappedFile(path: data)
         let provenance = CalibrationProvenance(
-            model: (model.weightsPath as NSString).lastPathComponent,
-            modelSHA256: withExtendedLifetime(source) { SHA256.hexDigest(source.bytes) },
-            data: data, dataSHA256: withExtendedLifetime(dataFile) { SHA256.hexDigest(dataFile.bytes) }, lines: lines.count)
+            model: (model.weightsPath as NSString).lastPathComponent, modelSHA256: try SHA256.hexDigest(ofFile: model.weightsPath),
+            data: data, dataSHA256: try SHA256.hexDigest(ofFile: data), lines: lines.count)
         try CalibrationStatisticsFile.write(statistics, provenance: provenance, to: output)
         let written = try CalibrationStatisticsFile(path: output)
         let rows = statistics.values.map(\.rows)

@@ -84,10 +84,7 @@ public enum ModelCompressor {
             }
         }
         let planned = tasks
-        let sourceDigest = try { () throws -> String in
-            let source = try MemoryMappedFile(path: model.weightsPath)
-            return withExtendedLifetime(source) { SHA256.hexDigest(source.bytes) }
-        }()
+        let sourceDigest = try SHA256.hexDigest(ofFile: model.weightsPath)
         let correlations = try calibrate(model: model, modelDigest: sourceDigest, recipe: recipe,
                                          weights: planned.filter { $0.config.isCalibrated }.map { plan.entries[$0.index].tensor.name },
                                          threads: threads, cache: calibrationCache)
@@ -170,10 +167,7 @@ public enum ModelCompressor {
         guard let calibration = recipe.calibration else {
             throw CompressionError.invalidRecipe(file: recipe.file, keyPath: "calibration", reason: "calibrated methods need calibration data (or a statistics file: --stats)")
         }
-        guard model.configPath != nil || (try? ModelFileFormat.detect(path: model.weightsPath)) == .gguf else {
-            throw ShrinkIOError.cannotOpen(path: model.weightsPath, reason: "calibration runs the model, which needs its config.json next to the weights")
-        }
-        let (files, architecture) = try ModelArchitectures.open(weightsPath: model.weightsPath, configPath: model.configPath)
+        let (files, architecture) = try openForCalibration(model)
         func record(_ layers: Set<String>) throws -> [String: InputCorrelation] {
             try Calibration.inputStatistics(files: files, architecture: architecture, dataPath: calibration.path,
                                             limit: calibration.limit, layers: layers, threads: threads).mapValues(\.correlation)
@@ -181,6 +175,15 @@ public enum ModelCompressor {
         guard let cache else { return try record(layers) }
         return try cache.correlations(model: model, data: calibration.path, limit: calibration.limit, layers: layers,
                                       allLayers: Set(architecture.observationPoints), record: record)
+    }
+
+    /// The model's files and architecture, for a calibration run.
+    /// - Throws: `ShrinkIOError.cannotOpen` when a safetensors model has no config.json to run it by.
+    static func openForCalibration(_ model: ModelLocation) throws -> (ModelFiles, any ModelArchitecture) {
+        guard model.configPath != nil || (try? ModelFileFormat.detect(path: model.weightsPath)) == .gguf else {
+            throw ShrinkIOError.cannotOpen(path: model.weightsPath, reason: "calibration runs the model, which needs its config.json next to the weights")
+        }
+        return try ModelArchitectures.open(weightsPath: model.weightsPath, configPath: model.configPath)
     }
 
     /// Writes the dense model any readable file represents (a compressed container, a GGUF file, a

@@ -34,6 +34,12 @@ public struct SHA256 {
         return hasher.finalize().map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 
+    /// The hex digest of the file at `path`, read through a memory map released on return.
+    public static func hexDigest(ofFile path: String) throws(ShrinkCoreError) -> String {
+        let file = try MemoryMappedFile(path: path)
+        return withExtendedLifetime(file) { hexDigest(file.bytes) }
+    }
+
     /// Adds `bytes` to the message.
     public mutating func update(_ bytes: UnsafeRawBufferPointer) {
         length &+= UInt64(bytes.count)
