@@ -350,7 +350,9 @@ extension PalettizationConfig {
         config.perChannelScale = try reader.boolean("per_channel_scale", default: false)
         config.method = try reader.roundingMethod()
         if config.method.isCalibrated {
-            if config.clusterDim > 1 { throw reader.fail("method", "gptq needs scalar palettes (cluster_dim 1)") }
+            if config.clusterDim > 1, case .perGroupedChannel(let axis, _) = config.granularity, axis != 0 {
+                throw reader.fail("method", "gptq on vector palettes needs LUTs per tensor or grouped along the output channels (channel_axis 0)")
+            }
             if config.mode == .unique { throw reader.fail("method", "gptq would make unique (lossless) palettization lossy") }
         }
         switch try reader.choice("lut_dtype", default: "f16", allowed: ["f16", "f32", "int8"]) {

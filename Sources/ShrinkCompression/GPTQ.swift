@@ -49,8 +49,10 @@ enum GPTQ {
                                               rowScales: config.scaleDType == .u8 ? rowScales : nil))
     }
 
-    /// Re-chooses the indices of a scalar palettization (`parts` from `Palettizer`) by GPTQ against
-    /// its LUTs (times the channel scales, if any). For LUTs grouped along the output channels (or
+    /// Re-chooses the indices of a palettization (`parts` from `Palettizer`) by GPTQ against its
+    /// LUTs (times the channel scales, if any): scalar entries column by column, vector entries
+    /// (GPTVQ, van Baalen et al. 2024) a vector of consecutive input columns at a time, each the
+    /// entry nearest in the output-error metric. For LUTs grouped along the output channels (or
     /// one per tensor), each LUT is then refitted to the output error for the chosen indices
     /// (`refitLUTs`; an int8 LUT then takes a new scale, `max|entry| / 127`, and its entries are
     /// rounded to it) and the indices chosen again. Returns the parts with the new `indices` (and
@@ -58,28 +60,36 @@ enum GPTQ {
     static func assignPalette(_ values: [Float], shape: [Int], correlation: InputCorrelation, layout: PaletteEncoding,
                               parts: [String: DenseTensor], damping: Double, actOrder: Bool, threads: Int,
                               tensor: String) throws(CompressionError) -> [String: DenseTensor] {
-        precondition(layout.vectorSize == 1)
-        let entries = layout.entries
+        let entries = layout.entries, width = layout.vectorSize
+        precondition(width == 1 || layout.channelAxis == 0)
         var luts = EncodedTensor.paletteLUTs(parts)
         let channelScales = parts["channel_scales"]?.floats()
-        var indices = [UInt8](repeating: 0, count: values.count)
+        var indices = [UInt8](repeating: 0, count: values.count / width)
         func assign() throws(CompressionError) {
             try indices.withUnsafeMutableBufferPointer { (indexBuffer) throws(CompressionError) in
-                let rounder = PaletteRounder(luts: luts, entries: entries, granularity: layout.granularity, shape: shape,
-                                             channelScales: channelScales, channelAxis: layout.channelAxis, indices: indexBuffer.baseAddress!)
-                try solve(values, shape: shape, correlation: correlation, damping: damping, actOrder: actOrder, threads: threads,
-                          tensor: tensor, rounder: rounder)
+                if width == 1 {
+                    let rounder = PaletteRounder(luts: luts, entries: entries, granularity: layout.granularity, shape: shape,
+                                                 channelScales: channelScales, channelAxis: layout.channelAxis, indices: indexBuffer.baseAddress!)
+                    try solve(values, shape: shape, correlation: correlation, damping: damping, actOrder: actOrder, threads: threads,
+                              tensor: tensor, rounder: rounder)
+                } else {
+                    let rounder = VectorPaletteRounder(luts: luts, entries: entries, width: width, granularity: layout.granularity, shape: shape,
+                                                       rowScales: channelScales, indices: indexBuffer.baseAddress!)
+                    try solve(values, shape: shape, correlation: correlation, damping: damping, actOrder: actOrder, threads: threads,
+                              tensor: tensor, rounder: rounder)
+                }
             }
         }
         try assign()
         var result = parts
         if layout.channelAxis == 0 {
             let int8 = layout.lutDType == .i8
-            luts = refitLUTs(values, shape: shape, correlation: correlation, luts: luts, indices: indices, entries: entries,
-                             granularity: layout.granularity, channelScales: channelScales, dtype: int8 ? .f32 : layout.lutDType)
+            luts = refitLUTs(values, shape: shape, correlation: correlation, luts: luts, indices: indices, entries: entries, width: width,
+                             granularity: layout.granularity, channelScales: channelScales, dtype: int8 ? .f32 : layout.lutDType, threads: threads)
             if int8 {
-                let grids = (0..<(luts.count / entries)).map { group in
-                    let range = (group * entries)..<((group + 1) * entries)
+                let tableSize = entries * width
+                let grids = (0..<(luts.count / tableSize)).map { group in
+                    let range = (group * tableSize)..<((group + 1) * tableSize)
                     let grid = LUTGrid(fitting: Array(luts[range]))
                     for index in range { luts[index] = grid.rounded(luts[index]) }
                     return grid
@@ -96,97 +106,122 @@ enum GPTQ {
         return result
     }
 
-    /// LUT entries minimising the output error `Σ_rows (w − ŵ) H (w − ŵ)ᵀ` for fixed indices: per
-    /// LUT, the normal equations `A · lut = b` with `A_ab = Σ_r s_r² Σ_{i∈a, j∈b} H_ij` and
-    /// `b_a = Σ_r s_r Σ_{i∈a} (H w_r)_i` (`s_r` the row's channel scale or 1), with a 1e-6 relative
-    /// ridge (a larger one pulls entries toward 0: 0.01 cost MiniLM's palette 0.017 of mean cosine);
-    /// an entry no weight uses, or a system that does not solve, keeps its value.
-    /// Entries are rounded to `dtype`.
+    /// LUT values minimising the output error `Σ_rows (w − ŵ) H (w − ŵ)ᵀ` for fixed indices. Each
+    /// LUT value ("slot": entry `e`, lane `l`) is one unknown; element `j` of row `r` reads slot
+    /// `v_r(j) = index(r, j / width) · width + j mod width`. Per LUT, the normal equations
+    /// `A · lut = b` with `A_vu = Σ_r s_r² Σ_{v_r(i) = v, v_r(j) = u} H_ij` and
+    /// `b_v = Σ_r s_r Σ_{v_r(i) = v} (H w_r)_i` (`s_r` the row's channel scale or 1), with a 1e-6
+    /// relative ridge (a larger one pulls entries toward 0: 0.01 cost MiniLM's palette 0.017 of
+    /// mean cosine); a slot no weight reads, or a system that does not solve, keeps its value.
+    /// Values are rounded to `dtype`.
+    ///
+    /// Per row, `G_v = Σ_{v_r(j) = v} H_j·` (one pass over `H`, `n²` adds in BLAS `saxpy`), then
+    /// `A_vu += Σ_{v_r(i) = u} G_v,i` over the row's slots: `O(rows · n²)` in all, the cost of
+    /// the GPTQ sweep itself, rows split over `threads`; `b` from one `sgemm` `W · H`.
     static func refitLUTs(_ values: [Float], shape: [Int], correlation: InputCorrelation, luts: [Float], indices: [UInt8], entries: Int,
-                          granularity: PaletteGranularity, channelScales: [Float]?, dtype: DType) -> [Float] {
-        let (rows, columns) = (shape[0], shape[1])
-        let groups = luts.count / entries
-        var a = [Double](repeating: 0, count: groups * entries * entries), b = [Double](repeating: 0, count: groups * entries)
-        // Per chunk of rows: H · [P | Wᵀ] in one dgemm, where P (columns × rows·entries) is each
-        // row's one-hot index matrix and W the rows' weights; column (r, e) of H·P holds
-        // Σ_{j: index(r, j) = e} H_ij and column r of H·Wᵀ holds (H w_r)_i.
-        let chunk = 16
-        var stacked = [Double](), product = [Double]()
-        for start in stride(from: 0, to: rows, by: chunk) {
-            let count = min(chunk, rows - start), width = count * (entries + 1)
-            stacked = [Double](repeating: 0, count: columns * width)
-            product = [Double](repeating: 0, count: columns * width)
-            for r in 0..<count {
-                let row = start + r
-                for j in 0..<columns {
-                    stacked[j * width + r * entries + Int(indices[row * columns + j])] = 1
-                    stacked[j * width + count * entries + r] = Double(values[row * columns + j])
+                          width: Int, granularity: PaletteGranularity, channelScales: [Float]?, dtype: DType, threads: Int) -> [Float] {
+        let (rows, n) = (shape[0], shape[1])
+        let slots = entries * width
+        let groups = luts.count / slots
+        let h = correlation.matrix.map { Float($0) }
+        var product = [Float](repeating: 0, count: rows * n)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int32(rows), Int32(n), Int32(n), 1, values, Int32(n), h, Int32(n), 0, &product, Int32(n))
+        let hw = product
+        let rowGroup = (0..<rows).map { EncodingLayout.group(of: $0 * n, granularity, shape: shape) }
+        let totals = NormalEquations(groups: groups, slots: slots)
+        Parallel.forEachRange(rows, threads: threads) { range in
+            var local = NormalEquations(groups: 0, slots: slots)
+            var localGroup = -1
+            var g = [Float](repeating: 0, count: slots * n)
+            var slot = [Int](repeating: 0, count: n)
+            var used = [Bool](repeating: false, count: slots), usedList: [Int] = []
+            for row in range {
+                if rowGroup[row] != localGroup {
+                    if localGroup >= 0 { totals.add(local, group: localGroup) }
+                    local = NormalEquations(groups: 1, slots: slots)
+                    localGroup = rowGroup[row]
                 }
-            }
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int32(columns), Int32(width), Int32(columns), 1, correlation.matrix, Int32(columns),
-                        stacked, Int32(width), 0, &product, Int32(width))
-            for r in 0..<count {
-                let row = start + r
-                let group = EncodingLayout.group(of: row * columns, granularity, shape: shape)
                 let scale = Double(channelScales?[row] ?? 1)
-                for i in 0..<columns {
-                    let entryI = Int(indices[row * columns + i])
-                    let line = i * width + r * entries, target = (group * entries + entryI) * entries
-                    for entry in 0..<entries { a[target + entry] += scale * scale * product[line + entry] }
-                    b[group * entries + entryI] += scale * product[i * width + count * entries + r]
+                usedList.removeAll(keepingCapacity: true)
+                for j in 0..<n {
+                    slot[j] = Int(indices[(row * n + j) / width]) * width + j % width
+                    if !used[slot[j]] { used[slot[j]] = true; usedList.append(slot[j]) }
                 }
+                g.withUnsafeMutableBufferPointer { g in
+                    h.withUnsafeBufferPointer { h in
+                        for j in 0..<n { cblas_saxpy(Int32(n), 1, h.baseAddress! + j * n, 1, g.baseAddress! + slot[j] * n, 1) }
+                    }
+                    for v in usedList {
+                        let line = v * n
+                        local.a.withUnsafeMutableBufferPointer { a in
+                            for i in 0..<n { a[v * slots + slot[i]] += scale * scale * Double(g[line + i]) }
+                        }
+                        for i in 0..<n { g[line + i] = 0 }
+                    }
+                }
+                for i in 0..<n { local.b[slot[i]] += scale * Double(hw[row * n + i]) }
+                for v in usedList { used[v] = false }
             }
+            if localGroup >= 0 { totals.add(local, group: localGroup) }
         }
         var refitted = luts
         for group in 0..<groups {
-            let system = Array(a[(group * entries * entries)..<((group + 1) * entries * entries)])
-            let rhs = Array(b[(group * entries)..<((group + 1) * entries)])
-            let used = (0..<entries).filter { system[$0 * entries + $0] > 0 }
+            let system = Array(totals.a[(group * slots * slots)..<((group + 1) * slots * slots)])
+            let rhs = Array(totals.b[(group * slots)..<((group + 1) * slots)])
+            let used = (0..<slots).filter { system[$0 * slots + $0] > 0 }
             guard !used.isEmpty else { continue }
-            // Restrict to the used entries, add the ridge, and solve by Cholesky.
-            let n = used.count
-            var m = [Double](repeating: 0, count: n * n), y = [Double](repeating: 0, count: n)
-            let meanDiagonal = used.reduce(0.0) { $0 + system[$1 * entries + $1] } / Double(n)
-            for (p, ep) in used.enumerated() {
-                y[p] = rhs[ep]
-                for (q, eq) in used.enumerated() { m[p * n + q] = system[ep * entries + eq] }
-                m[p * n + p] += 1e-6 * meanDiagonal
+            // Restrict to the used slots, add the ridge, and solve by Cholesky.
+            let m = used.count
+            var matrix = [Double](repeating: 0, count: m * m), y = [Double](repeating: 0, count: m)
+            let meanDiagonal = used.reduce(0.0) { $0 + system[$1 * slots + $1] } / Double(m)
+            for (p, sp) in used.enumerated() {
+                y[p] = rhs[sp]
+                for (q, sq) in used.enumerated() { matrix[p * m + q] = system[sp * slots + sq] }
+                matrix[p * m + p] += 1e-6 * meanDiagonal
             }
-            guard choleskyInPlace(&m, n) else { continue }
-            for p in 0..<n {
+            guard choleskyInPlace(&matrix, m) else { continue }
+            for p in 0..<m {
                 var sum = y[p]
-                for q in 0..<p { sum -= m[p * n + q] * y[q] }
-                y[p] = sum / m[p * n + p]
+                for q in 0..<p { sum -= matrix[p * m + q] * y[q] }
+                y[p] = sum / matrix[p * m + p]
             }
-            for p in stride(from: n - 1, through: 0, by: -1) {
+            for p in stride(from: m - 1, through: 0, by: -1) {
                 var sum = y[p]
-                for q in (p + 1)..<max(p + 1, n) { sum -= m[q * n + p] * y[q] }
-                y[p] = sum / m[p * n + p]
+                for q in (p + 1)..<max(p + 1, m) { sum -= matrix[q * m + p] * y[q] }
+                y[p] = sum / matrix[p * m + p]
             }
-            for (p, entry) in used.enumerated() where y[p].isFinite {
-                refitted[group * entries + entry] = StoredPrecision.round(Float(y[p]), to: dtype)
+            for (p, slot) in used.enumerated() where y[p].isFinite {
+                refitted[group * slots + slot] = StoredPrecision.round(Float(y[p]), to: dtype)
             }
         }
         return refitted
     }
 
-    /// The GPTQ sweep: every row independently (rows split over `threads`), columns in order (of
-    /// decreasing input energy with `actOrder`), each rounded by `rounder` and its error spread
-    /// over the columns still to come.
+    /// The GPTQ sweep: every row independently (rows split over `threads`), blocks of
+    /// `rounder.width` consecutive input columns in order (of decreasing input energy with
+    /// `actOrder`), each block rounded by `rounder` and its error spread over the columns still to
+    /// come. For a block `B` rounded with error `δ = w_B − ŵ_B`, the remaining columns `R` take
+    /// `w_R −= (δ · U_BB⁻¹) · U_BR` (the optimal update, GPTVQ's for vectors, GPTQ's for `|B| = 1`),
+    /// and the block adds `‖δ · U_BB⁻¹‖²` to the output error, the metric the rounder minimises.
     static func solve<Rounder: ColumnRounder>(_ values: [Float], shape: [Int], correlation: InputCorrelation, damping: Double, actOrder: Bool,
                                               threads: Int, tensor: String, rounder: Rounder) throws(CompressionError) {
         precondition(shape.count == 2 && values.count == shape[0] * shape[1])
         let (rows, columns) = (shape[0], shape[1])
+        let width = rounder.width
+        precondition(columns % width == 0)
         guard correlation.size == columns else {
             throw .invalidWeight(tensor: tensor, reason: "the calibration correlation is \(correlation.size) wide, the weight has \(columns) inputs")
         }
-        let order = actOrder
-            ? (0..<columns).sorted { (correlation.matrix[$0 * columns + $0], $1) > (correlation.matrix[$1 * columns + $1], $0) }
-            : Array(0..<columns)
+        let blocks = columns / width
+        func energy(_ block: Int) -> Double { (0..<width).reduce(0.0) { $0 + correlation.matrix[(block * width + $1) * (columns + 1)] } }
+        let blockOrder = actOrder ? (0..<blocks).sorted { (energy($0), $1) > (energy($1), $0) } : Array(0..<blocks)
+        let order = blockOrder.flatMap { ($0 * width)..<(($0 + 1) * width) }
         let factor = try inverseFactor(actOrder ? correlation.permuted(order) : correlation, damping: damping, tensor: tensor)
+        let metrics = blockInverses(factor, columns: columns, width: width)
         let failure = FirstFailure()
         Parallel.forEachRange(rows, threads: threads) { range in
             var weights = [Float](repeating: 0, count: columns)
+            var decoded = [Float](repeating: 0, count: width), scaled = decoded
             var rounder = rounder
             do throws(CompressionError) {
                 for row in range {
@@ -194,13 +229,28 @@ enum GPTQ {
                     for position in 0..<columns { weights[position] = values[row * columns + order[position]] }
                     try weights.withUnsafeMutableBufferPointer { (pending) throws(CompressionError) in
                         try factor.withUnsafeBufferPointer { (u) throws(CompressionError) in
-                            for position in 0..<columns {
-                                let decoded = try rounder.round(row: row, column: order[position], pending: pending, position: position)
-                                let error = (pending[position] - decoded) / u[position * columns + position]
-                                guard error != 0 else { continue }
-                                let later = position + 1
-                                guard later < columns else { continue }
-                                cblas_saxpy(Int32(columns - later), -error, u.baseAddress! + position * columns + later, 1, pending.baseAddress! + later, 1)
+                            try metrics.withUnsafeBufferPointer { (inverses) throws(CompressionError) in
+                                for (step, block) in blockOrder.enumerated() {
+                                    let position = step * width
+                                    let metric = inverses.baseAddress! + step * width * width
+                                    try rounder.round(row: row, column: block * width, pending: pending, position: position, metric: metric,
+                                                      decoded: &decoded)
+                                    let later = position + width
+                                    guard later < columns else { continue }
+                                    if width == 1 {
+                                        scaled[0] = (pending[position] - decoded[0]) / u[position * columns + position]
+                                    } else {
+                                        for lane in 0..<width {
+                                            var sum: Float = 0
+                                            for k in 0...lane { sum += (pending[position + k] - decoded[k]) * metric[k * width + lane] }
+                                            scaled[lane] = sum
+                                        }
+                                    }
+                                    for lane in 0..<width where scaled[lane] != 0 {
+                                        cblas_saxpy(Int32(columns - later), -scaled[lane], u.baseAddress! + (position + lane) * columns + later, 1,
+                                                    pending.baseAddress! + later, 1)
+                                    }
+                                }
                             }
                         }
                     }
@@ -210,6 +260,27 @@ enum GPTQ {
             }
         }
         if let error = failure.error { throw error }
+    }
+
+    /// Per block of `width` columns along the diagonal of the upper triangular `factor`, the
+    /// inverse of its diagonal block `U_BB` (upper triangular, `width × width`, row-major), blocks
+    /// after blocks; `width³/6` operations per block.
+    static func blockInverses(_ factor: [Float], columns: Int, width: Int) -> [Float] {
+        var inverses = [Float](repeating: 0, count: columns * width)
+        for block in 0..<(columns / width) {
+            let base = block * width, target = block * width * width
+            // Back substitution, column by column of the inverse: U · X = I.
+            for column in 0..<width {
+                for row in stride(from: column, through: 0, by: -1) {
+                    var sum: Double = row == column ? 1 : 0
+                    for k in (row + 1)..<max(row + 1, column + 1) {
+                        sum -= Double(factor[(base + row) * columns + base + k]) * Double(inverses[target + k * width + column])
+                    }
+                    inverses[target + row * width + column] = Float(sum / Double(factor[(base + row) * columns + base + row]))
+                }
+            }
+        }
+        return inverses
     }
 
     /// `U`, the upper Cholesky factor of `(H + λI)⁻¹`, row-major `n × n` (zeros below the diagonal).
@@ -298,11 +369,17 @@ enum GPTQ {
 
 /// Picks the code of one weight in a GPTQ sweep and records it (each worker thread has its own copy).
 protocol ColumnRounder: Sendable {
+    /// Consecutive input columns rounded together: 1 for scalar codes, the vector size of a vector palette.
+    var width: Int { get }
     /// Called before the columns of `row`, with its original weights.
     mutating func begin(row: Int, original: ArraySlice<Float>) throws(CompressionError)
-    /// Rounds `pending[position]`, the updated weight of `column` (`pending[position...]` are the
-    /// columns still to come, in sweep order), records its code and returns the decoded value.
-    mutating func round(row: Int, column: Int, pending: UnsafeMutableBufferPointer<Float>, position: Int) throws(CompressionError) -> Float
+    /// Rounds `pending[position..<position + width]`, the updated weights of input columns
+    /// `column..<column + width` (`pending[position...]` are the columns still to come, in sweep
+    /// order), records their code and writes their decoded values to `decoded`. `metric` is the
+    /// block's `U_BB⁻¹` (`width × width`, upper triangular): the output error of decoding to `ŵ`
+    /// is `‖(w − ŵ) · metric‖²`.
+    mutating func round(row: Int, column: Int, pending: UnsafeMutableBufferPointer<Float>, position: Int, metric: UnsafePointer<Float>,
+                        decoded: inout [Float]) throws(CompressionError)
 }
 
 /// Affine codes with scale groups per tensor, per row or per block of the row. In column order a
@@ -344,7 +421,10 @@ struct AffineRounder: ColumnRounder, @unchecked Sendable {
         }
     }
 
-    func round(row: Int, column: Int, pending: UnsafeMutableBufferPointer<Float>, position: Int) throws(CompressionError) -> Float {
+    var width: Int { 1 }
+
+    func round(row: Int, column: Int, pending: UnsafeMutableBufferPointer<Float>, position: Int, metric: UnsafePointer<Float>,
+               decoded: inout [Float]) throws(CompressionError) {
         var group = tensorParameters ?? parameters[row * blocksPerRow + column / blockSize]
         if tensorParameters == nil, !staticGroups, column % blockSize == 0 {
             let values = Array(pending[position..<min(position + blockSize, columns)])
@@ -354,7 +434,7 @@ struct AffineRounder: ColumnRounder, @unchecked Sendable {
         }
         let q = LinearQuantizer.quantize(pending[position], group, layout: layout, qMin: qMin, qMax: qMax)
         codes[row * columns + column] = UInt8(q + layout.codeOffset)
-        return group.scale * Float(q - LinearQuantizer.effectiveZeroPoint(group, layout))
+        decoded[0] = group.scale * Float(q - LinearQuantizer.effectiveZeroPoint(group, layout))
     }
 }
 
@@ -369,9 +449,12 @@ struct PaletteRounder: ColumnRounder, @unchecked Sendable {
     let channelAxis: Int
     let indices: UnsafeMutablePointer<UInt8>
 
+    var width: Int { 1 }
+
     func begin(row: Int, original: ArraySlice<Float>) {}
 
-    func round(row: Int, column: Int, pending: UnsafeMutableBufferPointer<Float>, position: Int) -> Float {
+    func round(row: Int, column: Int, pending: UnsafeMutableBufferPointer<Float>, position: Int, metric: UnsafePointer<Float>,
+               decoded: inout [Float]) {
         let flat = row * shape[1] + column
         let base = EncodingLayout.group(of: flat, granularity, shape: shape) * entries
         let scale = channelScales.map { $0[channelAxis == 0 ? row : column] } ?? 1
@@ -383,6 +466,97 @@ struct PaletteRounder: ColumnRounder, @unchecked Sendable {
             if distance < bestDistance { bestDistance = distance; best = entry }
         }
         indices[flat] = UInt8(best)
-        return luts[base + best] * scale
+        decoded[0] = luts[base + best] * scale
+    }
+}
+
+/// Per LUT group, the normal equations of `GPTQ.refitLUTs` (`a`: `slots × slots`, `b`: `slots`),
+/// summed from workers under a lock.
+final class NormalEquations: @unchecked Sendable {
+    let slots: Int
+    var a: [Double]
+    var b: [Double]
+    private let lock = NSLock()
+
+    init(groups: Int, slots: Int) {
+        self.slots = slots
+        a = [Double](repeating: 0, count: groups * slots * slots)
+        b = [Double](repeating: 0, count: groups * slots)
+    }
+
+    /// Adds the single group of `other` to group `group`.
+    func add(_ other: NormalEquations, group: Int) {
+        lock.withLock {
+            for index in other.a.indices { a[group * slots * slots + index] += other.a[index] }
+            for index in other.b.indices { b[group * slots + index] += other.b[index] }
+        }
+    }
+}
+
+/// Nearest entries of fixed vector LUTs (one per group of output channels, or one per tensor) in
+/// the block's output-error metric: with `M = U_BB⁻¹`, the entry `c` minimising
+/// `‖w·M − s·c·M‖²` (`s` the row's channel scale or 1). `c·M` is computed once per LUT group and
+/// block position and kept while consecutive rows share the group: `entries · width²` per block,
+/// then `entries · width` per vector.
+struct VectorPaletteRounder: ColumnRounder, @unchecked Sendable {
+    let luts: [Float]
+    let entries: Int
+    let width: Int
+    let granularity: PaletteGranularity
+    let shape: [Int]
+    let rowScales: [Float]?
+    let indices: UnsafeMutablePointer<UInt8>
+    private var group = -1
+    private var transformed: [Float] = []
+    private var ready: [Bool] = []
+    private var target: [Float]
+
+    init(luts: [Float], entries: Int, width: Int, granularity: PaletteGranularity, shape: [Int], rowScales: [Float]?,
+         indices: UnsafeMutablePointer<UInt8>) {
+        (self.luts, self.entries, self.width, self.granularity, self.shape, self.rowScales, self.indices) =
+            (luts, entries, width, granularity, shape, rowScales, indices)
+        target = [Float](repeating: 0, count: width)
+    }
+
+    mutating func begin(row: Int, original: ArraySlice<Float>) {
+        let rowGroup = EncodingLayout.group(of: row * shape[1], granularity, shape: shape)
+        guard rowGroup != group else { return }
+        group = rowGroup
+        if transformed.isEmpty { transformed = [Float](repeating: 0, count: shape[1] * entries) }
+        ready = [Bool](repeating: false, count: shape[1] / width)
+    }
+
+    mutating func round(row: Int, column: Int, pending: UnsafeMutableBufferPointer<Float>, position: Int, metric: UnsafePointer<Float>,
+                        decoded: inout [Float]) {
+        let step = position / width, table = group * entries * width, base = step * entries * width
+        if !ready[step] {
+            for entry in 0..<entries {
+                for lane in 0..<width {
+                    var sum: Float = 0
+                    for k in 0...lane { sum += luts[table + entry * width + k] * metric[k * width + lane] }
+                    transformed[base + entry * width + lane] = sum
+                }
+            }
+            ready[step] = true
+        }
+        let scale = rowScales?[row] ?? 1
+        for lane in 0..<width {
+            var sum: Float = 0
+            for k in 0...lane { sum += pending[position + k] * metric[k * width + lane] }
+            target[lane] = sum
+        }
+        var best = 0, bestDistance = Float.infinity
+        transformed.withUnsafeBufferPointer { t in
+            for entry in 0..<entries {
+                var distance: Float = 0
+                for lane in 0..<width {
+                    let delta = target[lane] - scale * t[base + entry * width + lane]
+                    distance += delta * delta
+                }
+                if distance < bestDistance { bestDistance = distance; best = entry }
+            }
+        }
+        indices[(row * shape[1] + column) / width] = UInt8(best)
+        for lane in 0..<width { decoded[lane] = scale * luts[table + best * width + lane] }
     }
 }

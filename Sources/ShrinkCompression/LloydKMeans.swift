@@ -51,18 +51,39 @@ public enum LloydKMeans {
         }
         var assignment = [Int](repeating: -1, count: count)
         var error = Double.infinity
+        // Distances as ‖c‖² − 2·x·c (+ ‖x‖²) over centroids laid out lane by lane, so the inner
+        // loop runs over contiguous centroids.
+        var lanes = [Float](repeating: 0, count: dimension * clusters), norms = [Float](repeating: 0, count: clusters)
+        var distances = [Float](repeating: 0, count: clusters)
         for _ in 0..<maximumIterations {
+            for c in 0..<clusters {
+                norms[c] = 0
+                for d in 0..<dimension {
+                    lanes[d * clusters + c] = centroids[c * dimension + d]
+                    norms[c] += centroids[c * dimension + d] * centroids[c * dimension + d]
+                }
+            }
             var changed = false
             var newError = 0.0
             for index in 0..<count {
-                var best = 0
-                var bestDistance = Float.infinity
-                for c in 0..<clusters {
-                    let value = distance(index, centroids, c)
-                    if value < bestDistance { bestDistance = value; best = c }
+                var pointNorm: Float = 0
+                let (best, bestDistance) = distances.withUnsafeMutableBufferPointer { distances in
+                    lanes.withUnsafeBufferPointer { lanes in
+                        for c in 0..<clusters { distances[c] = norms[c] }
+                        for d in 0..<dimension {
+                            let x = points[index * dimension + d]
+                            pointNorm += x * x
+                            let scaled = -2 * x, lane = lanes.baseAddress! + d * clusters
+                            for c in 0..<clusters { distances[c] += scaled * lane[c] }
+                        }
+                        var best = 0
+                        var bestDistance = Float.infinity
+                        for c in 0..<clusters where distances[c] < bestDistance { bestDistance = distances[c]; best = c }
+                        return (best, bestDistance)
+                    }
                 }
                 if assignment[index] != best { assignment[index] = best; changed = true }
-                newError += Double(bestDistance) * weight(index)
+                newError += Double(max(0, bestDistance + pointNorm)) * weight(index)
             }
             error = newError
             if !changed { break }

@@ -18,11 +18,13 @@ final class FirstFailure: @unchecked Sendable {
 /// largest magnitude, the LUT is built over the normalised values and the scales are stored.
 /// LUT entries are rounded to the LUT dtype before indices are assigned (each index is the nearest
 /// stored entry); an `int8` LUT takes one `LUTGrid` per LUT and is then refined on it
-/// (`refineOnGrid`). Groups are clustered in
-/// parallel over `threads` threads; the result does not depend on the thread count.
+/// (`refineOnGrid`). With `clusteringSample`, a group's vector entries are clustered on every
+/// `⌈count / clusteringSample⌉`-th of its vectors (the start a calibrated pass refits to the output
+/// error); indices are assigned over all. Groups are clustered in parallel over `threads` threads;
+/// the result does not depend on the thread count.
 enum Palettizer {
     static func encode(_ values: [Float], positions: [Int]?, shape: [Int], config: PalettizationConfig,
-                       importance: [Float]?, tensor: String, threads: Int) throws(CompressionError) -> (layout: PaletteEncoding, parts: [String: DenseTensor]) {
+                       importance: [Float]?, tensor: String, threads: Int, clusteringSample: Int? = nil) throws(CompressionError) -> (layout: PaletteEncoding, parts: [String: DenseTensor]) {
         let layout = PaletteEncoding(bits: config.bits, granularity: config.granularity, vectorSize: config.clusterDim,
                                      lutDType: config.lutDType, perChannelScale: config.perChannelScale)
         let axis = layout.channelAxis
@@ -73,7 +75,15 @@ enum Palettizer {
                                 }
                             }
                             do throws(CompressionError) {
-                                var lut = try table(groupPoints, weights: weights, config: config, tensor: tensor)
+                                var lut: [Float]
+                                if d > 1, let limit = clusteringSample, members.count > limit {
+                                    let stride = (members.count + limit - 1) / limit
+                                    let chosen = Swift.stride(from: 0, to: members.count, by: stride)
+                                    lut = try table(chosen.flatMap { groupPoints[($0 * d)..<(($0 + 1) * d)] }, weights: weights.map { w in chosen.map { w[$0] } },
+                                                    config: config, tensor: tensor)
+                                } else {
+                                    lut = try table(groupPoints, weights: weights, config: config, tensor: tensor)
+                                }
                                 let grid = roundToStorage(&lut, dtype: config.lutDType)
                                 guard lut.allSatisfy({ $0.isFinite }) else {
                                     throw CompressionError.invalidWeight(

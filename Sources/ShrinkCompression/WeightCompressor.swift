@@ -65,7 +65,8 @@ public enum WeightCompressor {
             // Sensitivity-weighted LUT: each weight counts by its input's energy (unless importance is given).
             let columns = shape[1]
             let energy = importance ?? (0..<kept.count).map { Float(correlation.matrix[($0 % columns) * (columns + 1)]) }
-            let encoded = try Palettizer.encode(kept, positions: nil, shape: shape, config: palettize, importance: energy, tensor: name, threads: threads)
+            let encoded = try Palettizer.encode(kept, positions: nil, shape: shape, config: palettize, importance: energy, tensor: name, threads: threads,
+                                                clusteringSample: 1 << 14)
             base = .palette(encoded.layout)
             parts.merge(try GPTQ.assignPalette(kept, shape: shape, correlation: correlation, layout: encoded.layout, parts: encoded.parts,
                                                damping: damping, actOrder: actOrder, threads: threads, tensor: name)) { $1 }

@@ -69,10 +69,11 @@ import ShrinkTestSupport
         for i in 0..<size { for j in 0..<i { #expect(upper[i * size + j] == 0) } }
     }
 
-    /// Compresses a 12 × 45 weight seen through correlated inputs with `nearest` and with
-    /// `calibrated`, and checks that GPTQ halves the output error at the same size.
-    static func expectLessOutputError(nearest: OpCompressionConfig, calibrated: OpCompressionConfig, seed: UInt64) throws {
-        let (out, width, rows) = (12, 45, 200)
+    /// Compresses a 12 × `width` weight seen through correlated inputs with `nearest` and with
+    /// `calibrated`, and checks that GPTQ cuts the output error to `ratio` of it at the same size.
+    static func expectLessOutputError(nearest: OpCompressionConfig, calibrated: OpCompressionConfig, seed: UInt64, width: Int = 45,
+                                      ratio: Double = 0.5) throws {
+        let (out, rows) = (12, 200)
         let inputs = correlatedInputs(rows: rows, width: width, seed: seed)
         var correlation = InputCorrelation(size: width)
         correlation.add(rows: inputs, count: rows)
@@ -84,7 +85,7 @@ import ShrinkTestSupport
         #expect(gptq.encoding == rounded.encoding && gptq.byteCount == rounded.byteCount)
         let roundedError = outputError(inputs: inputs, rows: rows, original: weights, decoded: rounded.decode(), out: out, width: width)
         let gptqError = outputError(inputs: inputs, rows: rows, original: weights, decoded: gptq.decode(), out: out, width: width)
-        #expect(gptqError < 0.5 * roundedError, "GPTQ output error \(gptqError), nearest \(roundedError)")
+        #expect(gptqError < ratio * roundedError, "GPTQ output error \(gptqError), nearest \(roundedError)")
     }
 
     @Test(arguments: [QuantizationGranularity.perBlock(blockSize: 16), .perBlock(blockSize: 13), .perChannel(axis: 0), .perTensor],
@@ -105,27 +106,70 @@ import ShrinkTestSupport
         }
     }
 
-    /// For fixed indices the refitted LUTs never have more output error than the LUTs they replace.
-    @Test(arguments: [PaletteGranularity.perTensor, .perGroupedChannel(axis: 0, groupSize: 4)])
-    func refittedLUTsLowerTheOutputError(granularity: PaletteGranularity) throws {
-        let (out, width, rows) = (12, 45, 200)
+    /// GPTVQ: vector entries chosen a vector of input columns at a time in the block's output-error
+    /// metric, the error spread over later columns, then the LUT refitted.
+    @Test(arguments: [PaletteGranularity.perTensor, .perGroupedChannel(axis: 0, groupSize: 4)], [false, true])
+    func vectorPalettesByGPTQHaveLessOutputErrorThanNearestEntries(granularity: PaletteGranularity, actOrder: Bool) throws {
+        for (vector, bits, lut, channelScale) in [(2, 3, DType.f16, false), (4, 4, .i8, false), (2, 2, .f32, true)] {
+            let nearest = EncodingCatalog.palettize(bits, .kmeans, granularity, vector: vector, lut: lut, channelScale: channelScale)
+            var calibrated = nearest
+            calibrated.palettize!.method = .gptq(damping: 0.01, actOrder: actOrder)
+            try Self.expectLessOutputError(nearest: nearest, calibrated: calibrated, seed: 17, width: 48, ratio: 0.7)
+        }
+    }
+
+    /// Each diagonal block's inverse times the block is the identity.
+    @Test(arguments: [1, 2, 4, 8])
+    func blockInversesInvertTheDiagonalBlocks(width: Int) throws {
+        let size = 24
+        var correlation = InputCorrelation(size: size)
+        correlation.add(rows: Self.correlatedInputs(rows: 80, width: size, seed: 5), count: 80)
+        let upper = try GPTQ.inverseFactor(correlation, damping: 0.01, tensor: "w")
+        let inverses = GPTQ.blockInverses(upper, columns: size, width: width)
+        for block in 0..<(size / width) {
+            for i in 0..<width {
+                for j in 0..<width {
+                    var sum = 0.0
+                    for k in 0..<width {
+                        sum += Double(upper[(block * width + i) * size + block * width + k]) * Double(inverses[block * width * width + k * width + j])
+                    }
+                    #expect(abs(sum - (i == j ? 1 : 0)) < 1e-4, "block \(block) (\(i), \(j)): \(sum)")
+                }
+            }
+        }
+    }
+
+    /// For fixed indices the refitted LUTs have less output error than the LUTs they replace, and
+    /// are its minimum: moving any one LUT value either way does not lower it.
+    @Test(arguments: [PaletteGranularity.perTensor, .perGroupedChannel(axis: 0, groupSize: 4)], [1, 4])
+    func refittedLUTsMinimiseTheOutputError(granularity: PaletteGranularity, vector: Int) throws {
+        let (out, width, rows) = (12, 48, 200)
         let inputs = Self.correlatedInputs(rows: rows, width: width, seed: 21)
         var correlation = InputCorrelation(size: width)
         correlation.add(rows: inputs, count: rows)
         var generator = SeededGenerator(seed: 22)
         let weights = generator.floats(out * width, in: -0.5...0.5)
         let encoded = try WeightCompressor.encode(name: "w", tensor: try DenseTensor(converting: weights, shape: [out, width]),
-                                                  config: EncodingCatalog.palettize(3, .kmeans, granularity, lut: .f32))
+                                                  config: EncodingCatalog.palettize(3, .kmeans, granularity, vector: vector, lut: .f32))
         let luts = encoded.parts["lut"]!.floats()
-        let indices = (0..<(out * width)).map { PackedBits.value(at: $0, bits: 3, in: encoded.parts["indices"]!.bytes) }
+        let indices = (0..<(out * width / vector)).map { PackedBits.value(at: $0, bits: 3, in: encoded.parts["indices"]!.bytes) }
         let refitted = GPTQ.refitLUTs(weights, shape: [out, width], correlation: correlation, luts: luts, indices: indices, entries: 8,
-                                      granularity: granularity, channelScales: nil, dtype: .f32)
-        func decode(_ table: [Float]) -> [Float] {
-            (0..<(out * width)).map { table[EncodingLayout.group(of: $0, granularity, shape: [out, width]) * 8 + Int(indices[$0])] }
+                                      width: vector, granularity: granularity, channelScales: nil, dtype: .f32, threads: 2)
+        func error(_ table: [Float]) -> Double {
+            let decoded = (0..<(out * width)).map {
+                table[(EncodingLayout.group(of: $0, granularity, shape: [out, width]) * 8 + Int(indices[$0 / vector])) * vector + $0 % vector]
+            }
+            return Self.outputError(inputs: inputs, rows: rows, original: weights, decoded: decoded, out: out, width: width)
         }
-        let before = Self.outputError(inputs: inputs, rows: rows, original: weights, decoded: decode(luts), out: out, width: width)
-        let after = Self.outputError(inputs: inputs, rows: rows, original: weights, decoded: decode(refitted), out: out, width: width)
+        let before = error(luts), after = error(refitted)
         #expect(after < before, "output error \(after) after the refit, \(before) before")
+        for slot in refitted.indices {
+            for step: Float in [-1e-2, 1e-2] {
+                var moved = refitted
+                moved[slot] += step
+                #expect(error(moved) >= after * (1 - 1e-6), "moving LUT value \(slot) by \(step) lowers the output error")
+            }
+        }
     }
 
     @Test func uncorrelatedInputsGiveRoundToNearest() throws {
