@@ -18,8 +18,11 @@ import ShrinkCore
 ///   one: error at most half its step
 ///   `a < 2 · range / 65534`, below 2⁻¹⁶ of the range per entry, and every f16 entry of at least
 ///   1,024 `a` (about 1/32 of the range) exact. Output-channel scales fold into `a` and `o`;
-/// - other palettes (vector entries, groups along the inputs): each decoded row on the same kind of
-///   grid (8 bits when every row is exact on it, else 16).
+/// - vector palettes grouped along the output channels: the LUT values on their group's grid as
+///   for scalar palettes (an `int8` LUT exactly in 8 bits), each weight coded as its lane of its
+///   vector's entry, one byte per weight (two with two planes);
+/// - other palettes (groups along the inputs): each decoded row on the same kind of grid (8 bits
+///   when every row is exact on it, else 16).
 /// Codes of at most 4 bits stay 4-bit (nibble panels; palette indices then go through a 16-byte LUT
 /// per panel, and a second one for the low plane, when all 16 channels share one); wider codes take
 /// a byte each (two with two planes). `nil` for what the integer path does not cover:
@@ -345,6 +348,15 @@ public final class Int8PanelWeights: @unchecked Sendable {
             var (matrix, _, _, _) = paletteGrid(weight, palette)
             matrix.codes = unpack(weight.parts["indices"]!.bytes, count: rows * columns, bits: palette.bits)
             return matrix
+        case .palette(let palette) where palette.channelAxis == 0:
+            // Vector entries: each weight's code is its lane of the entry, on the LUT's grid.
+            var (matrix, _, rowCodes, wide) = paletteGrid(weight, palette)
+            let width = palette.vectorSize
+            let indices = unpack(weight.parts["indices"]!.bytes, count: rows * columns / width, bits: palette.bits)
+            let codes = (0..<(rows * columns)).map { rowCodes[$0 / columns][Int(indices[$0 / width]) * width + $0 % width] }
+            (matrix.codes, matrix.lowCodes) = planes(codes, wide: wide)
+            (matrix.fourBit, matrix.rowLUTs, matrix.rowLowLUTs) = (false, nil, nil)
+            return matrix
         case .sparse(_, let base):
             if let matrix = sparseCodes(weight, base: base) { return matrix }
             if case .palette = base { return requantizedRows(weight) }
@@ -513,12 +525,13 @@ public final class Int8PanelWeights: @unchecked Sendable {
         wide ? (codes.map { UInt8($0 >> 8) }, codes.map { UInt8($0 & 0xFF) }) : (codes.map { UInt8($0) }, nil)
     }
 
-    /// Per-group LUTs of a scalar palette on their grids (see the type's documentation); each row's
+    /// Per-group LUTs of a palette (scalar or vector entries) on their grids (see the type's documentation); each row's
     /// LUT codes, scale and offset (output-channel scales folded in), and each row's zero code.
     /// Codes are left empty for the caller.
     static func paletteGrid(_ weight: EncodedTensor, _ palette: PaletteEncoding) -> (CodeMatrix, zeroCodes: [Int], rowCodes: [[Int]], wide: Bool) {
         let rows = weight.shape[0]
-        let (luts, rowGroup) = PackedLinear.lookupTables(weight, palette, tableSize: palette.entries <= 16 ? 16 : 256)
+        let tableSize = palette.vectorSize > 1 ? palette.entries * palette.vectorSize : palette.entries <= 16 ? 16 : 256
+        let (luts, rowGroup) = PackedLinear.lookupTables(weight, palette, tableSize: tableSize)
         let lutScales = palette.lutDType == .i8 ? weight.parts["lut_scales"]?.floats() : nil
         let lutZeroPoints = weight.parts["lut_zero_points"]?.floats()
         let narrow = luts.indices.map { group in

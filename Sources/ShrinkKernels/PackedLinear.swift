@@ -157,13 +157,14 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
         return (blocksPerRow, rowScales, offsets)
     }
 
-    /// Each LUT group's entries (int8 LUT scales applied) padded with zeros to `tableSize`, and the
-    /// group of each output row.
+    /// Each LUT group's values (`entries × vectorSize`, int8 LUT scales applied) padded with zeros
+    /// to `tableSize`, and the group of each output row.
     static func lookupTables(_ weight: EncodedTensor, _ palette: PaletteEncoding, tableSize: Int) -> ([[Float]], [Int]) {
         let groups = EncodingLayout.groupCount(palette.granularity, shape: weight.shape)
         let lut = weight.paletteLUTs()
+        let width = palette.entries * palette.vectorSize
         let luts = (0..<groups).map { group in
-            Array(lut[(group * palette.entries)..<((group + 1) * palette.entries)]) + [Float](repeating: 0, count: tableSize - palette.entries)
+            Array(lut[(group * width)..<((group + 1) * width)]) + [Float](repeating: 0, count: tableSize - width)
         }
         let rowGroup = (0..<weight.shape[0]).map { EncodingLayout.group(of: $0 * weight.shape[1], palette.granularity, shape: weight.shape) }
         return (luts, rowGroup)

@@ -199,6 +199,9 @@ import ShrinkTestSupport
             ("f16 LUT", EncodingCatalog.palettize(4), 16, false),
             ("f16 LUT 6-bit", EncodingCatalog.palettize(6), 16, false),
             ("vector LUT", EncodingCatalog.palettize(2, vector: 2), 16, false),
+            ("int8 vector LUT", EncodingCatalog.palettize(4, vector: 2, lut: .i8), 8, true),
+            ("int8 vector LUT grouped 16, channel scales",
+             EncodingCatalog.palettize(3, .kmeans, .perGroupedChannel(axis: 0, groupSize: 16), vector: 4, lut: .i8, channelScale: true), 8, true),
         ]
         var identity = [Float](repeating: 0, count: inFeatures * inFeatures)
         for k in 0..<inFeatures { identity[k * inFeatures + k] = 1 }
