@@ -51,39 +51,17 @@ public enum LloydKMeans {
         }
         var assignment = [Int](repeating: -1, count: count)
         var error = Double.infinity
-        // Distances as ‖c‖² − 2·x·c (+ ‖x‖²) over centroids laid out lane by lane, so the inner
-        // loop runs over contiguous centroids.
-        var lanes = [Float](repeating: 0, count: dimension * clusters), norms = [Float](repeating: 0, count: clusters)
         var distances = [Float](repeating: 0, count: clusters)
         for _ in 0..<maximumIterations {
-            for c in 0..<clusters {
-                norms[c] = 0
-                for d in 0..<dimension {
-                    lanes[d * clusters + c] = centroids[c * dimension + d]
-                    norms[c] += centroids[c * dimension + d] * centroids[c * dimension + d]
-                }
-            }
+            let table = LaneMajorTable(Array(centroids.prefix(clusters * dimension)), dimension: dimension)
             var changed = false
             var newError = 0.0
-            for index in 0..<count {
-                var pointNorm: Float = 0
-                let (best, bestDistance) = distances.withUnsafeMutableBufferPointer { distances in
-                    lanes.withUnsafeBufferPointer { lanes in
-                        for c in 0..<clusters { distances[c] = norms[c] }
-                        for d in 0..<dimension {
-                            let x = points[index * dimension + d]
-                            pointNorm += x * x
-                            let scaled = -2 * x, lane = lanes.baseAddress! + d * clusters
-                            for c in 0..<clusters { distances[c] += scaled * lane[c] }
-                        }
-                        var best = 0
-                        var bestDistance = Float.infinity
-                        for c in 0..<clusters where distances[c] < bestDistance { bestDistance = distances[c]; best = c }
-                        return (best, bestDistance)
-                    }
+            points.withUnsafeBufferPointer { points in
+                for index in 0..<count {
+                    let (best, bestDistance) = table.nearest(points.baseAddress! + index * dimension, distances: &distances)
+                    if assignment[index] != best { assignment[index] = best; changed = true }
+                    newError += Double(bestDistance) * weight(index)
                 }
-                if assignment[index] != best { assignment[index] = best; changed = true }
-                newError += Double(max(0, bestDistance + pointNorm)) * weight(index)
             }
             error = newError
             if !changed { break }
@@ -149,5 +127,43 @@ public enum LloydKMeans {
             if starts[index] < end { error += data.cost(starts[index], end) }
         }
         return Result(centroids: centroids, squaredError: error)
+    }
+}
+
+/// Entries of `dimension` values laid out lane by lane (`lanes[l · count + e]`), so that the
+/// squared distances from one point to every entry accumulate over contiguous entries.
+struct LaneMajorTable {
+    let lanes: [Float]
+    let count: Int
+    let dimension: Int
+
+    init(_ entries: [Float], dimension: Int) {
+        count = entries.count / dimension
+        self.dimension = dimension
+        var lanes = [Float](repeating: 0, count: entries.count)
+        for entry in 0..<count { for lane in 0..<dimension { lanes[lane * count + entry] = entries[entry * dimension + lane] } }
+        self.lanes = lanes
+    }
+
+    /// The entry nearest `point` and its squared distance `Σ_l (x_l − c_l)²` (lanes summed in
+    /// order, the same floats as entry by entry; ties go to the lower index). `distances` holds
+    /// at least `count` values of scratch. `count · dimension` operations.
+    func nearest(_ point: UnsafePointer<Float>, distances: inout [Float]) -> (Int, Float) {
+        distances.withUnsafeMutableBufferPointer { distances in
+            lanes.withUnsafeBufferPointer { lanes in
+                for entry in 0..<count { distances[entry] = 0 }
+                for lane in 0..<dimension {
+                    let x = point[lane], column = lanes.baseAddress! + lane * count
+                    for entry in 0..<count {
+                        let delta = x - column[entry]
+                        distances[entry] += delta * delta
+                    }
+                }
+                var best = 0
+                var bestDistance = Float.infinity
+                for entry in 0..<count where distances[entry] < bestDistance { bestDistance = distances[entry]; best = entry }
+                return (best, bestDistance)
+            }
+        }
     }
 }

@@ -18,9 +18,9 @@ final class FirstFailure: @unchecked Sendable {
 /// largest magnitude, the LUT is built over the normalised values and the scales are stored.
 /// LUT entries are rounded to the LUT dtype before indices are assigned (each index is the nearest
 /// stored entry); an `int8` LUT takes one `LUTGrid` per LUT and is then refined on it
-/// (`refineOnGrid`). With `clusteringSample`, a group's vector entries are clustered on every
-/// `⌈count / clusteringSample⌉`-th of its vectors (the start a calibrated pass refits to the output
-/// error); indices are assigned over all. Groups are clustered in parallel over `threads` threads;
+/// (`refineOnGrid`). With `clusteringSample`, a group's vector entries are clustered (and refined
+/// on their grid) on every `⌈count / clusteringSample⌉`-th of its vectors, the start a calibrated
+/// pass refits to the output error; indices are assigned over all. Groups are clustered in parallel over `threads` threads;
 /// the result does not depend on the thread count.
 enum Palettizer {
     static func encode(_ values: [Float], positions: [Int]?, shape: [Int], config: PalettizationConfig,
@@ -75,21 +75,19 @@ enum Palettizer {
                                 }
                             }
                             do throws(CompressionError) {
-                                var lut: [Float]
+                                var (fitPoints, fitWeights) = (groupPoints, weights)
                                 if d > 1, let limit = clusteringSample, members.count > limit {
-                                    let stride = (members.count + limit - 1) / limit
-                                    let chosen = Swift.stride(from: 0, to: members.count, by: stride)
-                                    lut = try table(chosen.flatMap { groupPoints[($0 * d)..<(($0 + 1) * d)] }, weights: weights.map { w in chosen.map { w[$0] } },
-                                                    config: config, tensor: tensor)
-                                } else {
-                                    lut = try table(groupPoints, weights: weights, config: config, tensor: tensor)
+                                    let chosen = Swift.stride(from: 0, to: members.count, by: (members.count + limit - 1) / limit)
+                                    fitPoints = chosen.flatMap { groupPoints[($0 * d)..<(($0 + 1) * d)] }
+                                    fitWeights = weights.map { w in chosen.map { w[$0] } }
                                 }
+                                var lut = try table(fitPoints, weights: fitWeights, config: config, tensor: tensor)
                                 let grid = roundToStorage(&lut, dtype: config.lutDType)
                                 guard lut.allSatisfy({ $0.isFinite }) else {
                                     throw CompressionError.invalidWeight(
                                         tensor: tensor, reason: "a LUT entry overflows \(config.lutDType.rawValue); use \"lut_dtype\": \"f32\"")
                                 }
-                                if let grid { refineOnGrid(groupPoints, weights: weights, lut: &lut, grid: grid, dimension: d) }
+                                if let grid { refineOnGrid(fitPoints, weights: fitWeights, lut: &lut, grid: grid, dimension: d) }
                                 let assignment = assign(groupPoints, lut: lut, dimension: d)
                                 for (slot, vector) in members.enumerated() { indexOut[vector] = assignment[slot] }
                                 for entry in 0..<(entries * d) { lutOut[group * entries * d + entry] = lut[entry] }
