@@ -12,8 +12,11 @@
 // whole model on a shared machine.
 // `--integer-kernels avx2,avx512vnni` measures the int8-activation path with each named variant
 // this CPU can run (default: the best one), e.g. the AVX2 path of CPUs without VNNI.
+// `--encodings palette,uint2` keeps the encodings whose names contain one of the words (fp32 BLAS
+// always runs: the ratios are against it).
 //   swift run -c release KernelBenchmark [--threads 1,2] [--shapes 4096x4096,...] [--rows 1,32]
 //                                        [--activations int8,f32] [--integer-kernels a,b] [--rounds n] [--working-set MiB]
+//                                        [--encodings word,...]
 import Dispatch
 import Foundation
 import ShrinkCompression
@@ -35,6 +38,7 @@ var precisions = ActivationPrecision.allCases
 var integerVariants = [IntegerKernelVariant.best]
 var rounds = 5
 var workingSetMiB = 256
+var encodingFilter: [String] = []
 var arguments = Array(CommandLine.arguments.dropFirst())
 while let flag = arguments.first {
     arguments.removeFirst()
@@ -57,6 +61,7 @@ while let flag = arguments.first {
             }
             return variant
         }
+    case "--encodings": encodingFilter = value.split(separator: ",").map(String.init)
     case "--shapes":
         shapes = value.split(separator: ",").compactMap { item in
             let parts = item.split(separator: "x").compactMap { Int($0) }
@@ -102,7 +107,9 @@ let encodings: [(String, OpCompressionConfig)] = [
     ("palette 4-bit int8 LUT", EncodingCatalog.palettize(4, lut: .i8)),
     ("palette 6-bit int8 LUT", EncodingCatalog.palettize(6, lut: .i8)),
     ("palette 8-bit int8 LUT", EncodingCatalog.palettize(8, lut: .i8)),
+    ("palette 3-bit int8 LUT", EncodingCatalog.palettize(3, lut: .i8)),
     ("palette 2-bit int8 LUT", EncodingCatalog.palettize(2, lut: .i8)),
+    ("uint2 affine block 32", EncodingCatalog.quantize(2, symmetric: false, signed: false, .perBlock(blockSize: 32))),
     ("2:4 + palette 4-bit int8 LUT", prunedPalette(lut: .i8)),
     ("palette 4-bit f16 LUT", EncodingCatalog.palettize(4)),
     ("palette 2-bit f16 LUT", EncodingCatalog.palettize(2)),
@@ -110,6 +117,29 @@ let encodings: [(String, OpCompressionConfig)] = [
     ("rotated uint4 block 32 int scales", rotated(EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32), scale: .u8))),
     ("rotated palette 4-bit int8 LUT", rotated(EncodingCatalog.palettize(4, lut: .i8))),
 ]
+/// Vector palettes with int8 LUTs as (name, index bits, vector size, channels per LUT or nil for one
+/// per tensor), built from random entries and indices: their speed does not depend on the values,
+/// and vector k-means over a 4096×11008 weight would take minutes.
+let vectorPalettes: [(String, Int, Int, Int?)] = [
+    ("vector palette 2×4-bit per 16 ch int8 LUT", 4, 2, 16), ("vector palette 4×8-bit int8 LUT", 8, 4, nil),
+    ("vector palette 2×6-bit int8 LUT", 6, 2, nil), ("vector palette 2×8-bit int8 LUT", 8, 2, nil),
+]
+
+/// A `[rows, columns]` palette of `vector`-wide int8 entries, `bits`-bit indices, one LUT per
+/// `groupSize` output channels (or per tensor), every entry and index drawn at random.
+func randomVectorPalette(rows: Int, columns: Int, bits: Int, vector: Int, groupSize: Int?, generator: inout SeededGenerator) throws -> EncodedTensor {
+    let groups = groupSize.map { (rows + $0 - 1) / $0 } ?? 1, entries = 1 << bits
+    let indices = (0..<(rows * columns / vector)).map { _ in UInt8(Int.random(in: 0..<entries, using: &generator)) }
+    let lut = (0..<(groups * entries * vector)).map { _ in UInt8(truncatingIfNeeded: Int.random(in: -127...127, using: &generator)) }
+    let encoding = PaletteEncoding(bits: bits, granularity: groupSize.map { .perGroupedChannel(axis: 0, groupSize: $0) } ?? .perTensor,
+                                   vectorSize: vector, lutDType: .i8, perChannelScale: false)
+    let packed = PackedBits.pack(indices, bits: bits)
+    return try EncodedTensor(name: "w", shape: [rows, columns], sourceDType: .f32, encoding: .palette(encoding), parts: [
+        "indices": try DenseTensor(dtype: .u8, shape: [packed.count], bytes: packed),
+        "lut": try DenseTensor(dtype: .i8, shape: [groups, entries, vector], bytes: lut),
+        "lut_scales": try DenseTensor(converting: [Float](repeating: 1e-3, count: groups), shape: [groups]),
+    ])
+}
 let ggmlTypes: [GGMLType] = [.q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K, .iq4_NL, .iq4_XS]
 
 print(workingSetMiB == 0 ? "Working set: one copy of each weight" : "Working set: copies of each weight cycled through, > \(workingSetMiB) MiB")
@@ -148,11 +178,16 @@ for (outFeatures, inFeatures) in shapes {
     let copiesFor = { (bytes: Int) in workingSetMiB == 0 ? 1 : max(1, (workingSetMiB << 20) / max(bytes, 1) + 1) }
     let denseCopies = (0..<copiesFor(dense.count * 4)).map { _ in dense.map { $0 } }
     var prepared: [(name: String, encoded: EncodedTensor, packed: [EncodedTensor], panels: [Int8PanelWeights])] = []
-    var sources: [(String, EncodedTensor)] = try encodings.map { name, config in
+    let kept = { (name: String) in encodingFilter.isEmpty || encodingFilter.contains { name.contains($0) } }
+    var sources: [(String, EncodedTensor)] = try encodings.filter { kept($0.0) }.map { name, config in
         (name, try WeightCompressor.encode(name: "w", tensor: denseTensor, config: config, threads: 2))
     }
+    for (name, bits, vector, groupSize) in vectorPalettes where kept(name) {
+        sources.append((name, try randomVectorPalette(rows: outFeatures, columns: inFeatures, bits: bits, vector: vector, groupSize: groupSize,
+                                                      generator: &generator)))
+    }
     // GGUF block types as a GGUF file stores them (random valid blocks), where the row length fits their blocks.
-    for type in ggmlTypes where inFeatures % type.blockLength == 0 {
+    for type in ggmlTypes where inFeatures % type.blockLength == 0 && kept("GGUF " + type.name) {
         sources.append(("GGUF " + type.name, try GGMLBlocks.tensor(type, rows: outFeatures, columns: inFeatures, generator: &generator)))
     }
     for (name, encoded) in sources {

@@ -46,7 +46,7 @@ VNNI void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t 
     }
 }
 
-/// The most rows one register tile holds. Nibble panels are unpacked in every tile, so they go in
+/// The most rows one register tile holds. Packed (2-, 3- and 4-bit) panels are unpacked in every tile, so they go in
 /// tiles of one panel and up to this many rows (MiniLM batch 1, ~9 tokens, 1 thread: palette 4-bit
 /// 1,200–1,230 sentences/s against 1,090–1,100 in tiles of 4 rows by 2 panels; 12 rows no faster).
 #define MAX_TILE_ROWS 8
@@ -62,6 +62,33 @@ VNNI INLINE __m512i channel_bytes(__m128i values) {
     return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(values), _mm512_loadu_si512(channel_of_byte));
 }
 
+/// Bit `from` of every byte of `v` moved to bit 2 (other bits: anything). Byte-wise because a
+/// 16-bit shift by at most 2 left or 5 right moves bit 2 within its byte.
+VNNI INLINE __m512i bit_to_2(__m512i v, int from) {
+    return from >= 2 ? _mm512_srli_epi16(v, (unsigned)(from - 2)) : _mm512_slli_epi16(v, (unsigned)(2 - from));
+}
+
+/// The codes of octet t (inputs 8t..8t+3 in `lo`, 8t+4..8t+7 in `hi`, one byte each) of activation
+/// block `block` of a panel of `bits`-bit codes (nibble, crumb or tribit panels).
+VNNI INLINE void octet_quads(const uint8_t *panel, int bits, size_t block, int t, __m512i *lo, __m512i *hi) {
+    if (bits == 4) {
+        const __m512i v = _mm512_loadu_si512(panel + block * 256 + (size_t)t * 64), mask = _mm512_set1_epi8(0x0F);
+        *lo = _mm512_and_si512(v, mask);
+        *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+        return;
+    }
+    const uint8_t *crumbs = panel + block * (bits == 2 ? 128 : 192);
+    const __m512i v = _mm512_srli_epi16(_mm512_loadu_si512(crumbs + (size_t)(t / 2) * 64), 4 * (unsigned)(t % 2)), mask = _mm512_set1_epi8(0x03);
+    *lo = _mm512_and_si512(v, mask);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(v, 2), mask);
+    if (bits == 3) {
+        // Bit 2 of quad j's codes is bit j of the block's 64 high-bit bytes.
+        const __m512i high = _mm512_loadu_si512(crumbs + 128), bit2 = _mm512_set1_epi8(0x04);
+        *lo = _mm512_or_si512(*lo, _mm512_and_si512(bit_to_2(high, 2 * t), bit2));
+        *hi = _mm512_or_si512(*hi, _mm512_and_si512(bit_to_2(high, 2 * t + 1), bit2));
+    }
+}
+
 /// One register tile: `mr` activation rows times `np` panels of 16 output channels, over the
 /// whole input. Integer sums per 32-input block are summed as floats times the activation block's
 /// scale; each weight block's sum is multiplied by its weight scale and, unless the tile is
@@ -70,12 +97,11 @@ VNNI INLINE __m512i channel_bytes(__m128i values) {
 /// block: MiniLM int8 and palettes 5–7 % faster (1 thread, batch 1 and 32). With `low` (two planes:
 /// the low LUTs of nibble panels, or the low byte panels, at the panels' offsets), a second dot per
 /// row and panel takes the low bytes and each block's integer is (high << 8) + low.
-VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit, const uint8_t *luts, const uint8_t *low, int centered,
+VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, const uint8_t *luts, const uint8_t *low, int centered,
                       size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets, size_t panel_floats,
                       const int8_t *xq, const float *xscales, const float *xsums, const int32_t *xisums, int mr, float *y, size_t ldy,
                       size_t n0, size_t n, const float *bias) {
     const size_t blocks = kpad / 32;
-    const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
     __m512i table[2], low_table[2];
     for (int p = 0; p < np; p++) {
         table[p] = luts ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(luts + p * 16))) : _mm512_setzero_si512();
@@ -105,13 +131,11 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int four_bit
                 for (int p = 0; p < np; p++) dot[m][p] = start, low_dot[m][p] = _mm512_setzero_si512();
             }
             const int8_t *xb = xq + block * 32;
-            if (four_bit) {
+            if (bits < 8) {
                 for (int t = 0; t < 4; t++) {
                     __m512i lo[2], hi[2], low_lo[2], low_hi[2];
                     for (int p = 0; p < np; p++) {
-                        __m512i v = _mm512_loadu_si512(w + p * panel_bytes + block * 256 + t * 64);
-                        lo[p] = _mm512_and_si512(v, low_nibbles);
-                        hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
+                        octet_quads(w + p * panel_bytes, bits, block, t, &lo[p], &hi[p]);
                         if (luts && low) {
                             low_lo[p] = _mm512_shuffle_epi8(low_table[p], lo[p]);
                             low_hi[p] = _mm512_shuffle_epi8(low_table[p], hi[p]);
@@ -232,8 +256,8 @@ VNNI INLINE void integer_scaled_tile(const uint8_t *w, const uint8_t *zero_point
 }
 
 #define TILE(MR, NP) \
-    tile(w + panel * panel_bytes, panel_bytes, NP, four_bit, luts ? luts + panel * 16 : NULL,                                \
-         low ? low + panel * (four_bit ? 16 : panel_bytes) : NULL, centered, kpad, blocks_per_wblock,                            \
+    tile(w + panel * panel_bytes, panel_bytes, NP, bits, luts ? luts + panel * 16 : NULL,                                    \
+         low ? low + panel * (bits < 8 ? 16 : panel_bytes) : NULL, centered, kpad, blocks_per_wblock,                            \
          scales + panel * panel_floats, offsets + panel * panel_floats, panel_floats, xq + m * kpad, xscales + m * blocks, xsums + m * blocks, xisums + m * blocks, \
          MR, y + m * ldy, ldy, panel * 16, n, bias)
 
@@ -288,37 +312,37 @@ VNNI INLINE void integer_scaled_tile(const uint8_t *w, const uint8_t *zero_point
     default: INTEGER_SCALED_TILE(10); break;         \
     }
 
-/// The walk over tiles of one kind of panel: nibble panels (unpacked in every tile) and two-plane
-/// panels in tall tiles of one panel, byte panels (centered or not) in tiles of 4 rows by 2 panels.
-VNNI INLINE void gemm_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *low, int centered, size_t n, size_t kpad,
+/// The walk over tiles of one kind of panel: 2-, 3- and 4-bit panels (unpacked in every tile) and
+/// two-plane panels in tall tiles of one panel, byte panels (centered or not) in tiles of 4 rows by
+/// 2 panels.
+VNNI INLINE void gemm_panels(const uint8_t *w, int bits, const uint8_t *luts, const uint8_t *low, int centered, size_t n, size_t kpad,
                              size_t blocks_per_wblock, const float *scales, const float *offsets, size_t panel_begin,
                              size_t panel_end, const int8_t *xq, const float *xscales, const float *xsums, const int32_t *xisums,
                              size_t rows, float *y, size_t ldy, const float *bias) {
     const size_t blocks = kpad / 32;
     const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
     const size_t panel_floats = wblocks * 16;
-    const size_t panel_bytes = four_bit ? kpad * 8 : kpad * 16;
+    const size_t panel_bytes = kpad * 2 * (size_t)bits;
     if (low) {
         TALL_TILES(TWO_PLANE_TILE_ROWS, ONE_PANEL_TILES);
-    } else if (four_bit) {
+    } else if (bits < 8) {
         TALL_TILES(MAX_TILE_ROWS, ONE_PANEL_TILES);
     } else {
         SHRINK_FOR_EACH_TILE(rows, panel_begin, panel_end, 4, TILE);
     }
 }
 
-/// Nibble panels [begin, end) widened to byte panels (LUT applied) in `out`: each 64-byte octet
-/// becomes the two 64-byte quads it holds; with `low` LUTs, the low plane likewise in `out_low`.
+/// Panels of `bits`-bit codes (2, 3 or 4) [begin, end) widened to byte panels (LUT applied)
+/// in `out`: each octet becomes the two 64-byte quads it holds; with `low` LUTs, the low plane likewise in `out_low`.
 /// With `zero_points` (u8, laid out like the scales), each
 /// code q becomes q - z + 128 for its channel's and weight block's zero point z ("centered"), and
 /// with `multipliers` too, (q - z) * m + 128 ("integer-scaled").
-VNNI static void widen_panels(const uint8_t *w, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
+VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
                               const uint8_t *multipliers, size_t blocks_per_wblock, size_t panel_floats, size_t kpad, size_t begin,
                               size_t end, uint8_t *out, uint8_t *out_low) {
-    const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
     const __m128i bias = _mm_set1_epi8((char)128);
     for (size_t panel = begin; panel < end; panel++) {
-        const uint8_t *source = w + panel * kpad * 8;
+        const uint8_t *source = w + panel * kpad * 2 * (size_t)bits;
         uint8_t *target = out + (panel - begin) * kpad * 16, *low_target = out_low + (panel - begin) * kpad * 16;
         __m512i table = luts ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(luts + panel * 16))) : _mm512_setzero_si512();
         __m512i low_table = low ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(low + panel * 16))) : _mm512_setzero_si512();
@@ -338,8 +362,8 @@ VNNI static void widen_panels(const uint8_t *w, const uint8_t *luts, const uint8
                     shift = channel_bytes(_mm_sub_epi8(bias, z));
                 }
             }
-            __m512i v = _mm512_loadu_si512(source + octet * 64);
-            __m512i lo = _mm512_and_si512(v, low_nibbles), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
+            __m512i lo, hi;
+            octet_quads(source, bits, octet / 4, (int)(octet % 4), &lo, &hi);
             if (low) {
                 _mm512_storeu_si512(low_target + octet * 128, _mm512_shuffle_epi8(low_table, lo));
                 _mm512_storeu_si512(low_target + octet * 128 + 64, _mm512_shuffle_epi8(low_table, hi));
@@ -360,11 +384,11 @@ VNNI static void widen_panels(const uint8_t *w, const uint8_t *luts, const uint8
 
 /// gemm_panels with the kind of panel as constants (so that each call site compiles to a kernel of
 /// its own), the weights' scales and offsets from panel FIRST on.
-#define PANELS(W, FOUR_BIT, LUTS, LOW, CENTERED, N, FIRST, BEGIN, END, Y, BIAS)                                               \
-    gemm_panels(W, FOUR_BIT, LUTS, LOW, CENTERED, N, kpad, blocks_per_wblock, scales + (FIRST) * panel_floats,                  \
+#define PANELS(W, BITS, LUTS, LOW, CENTERED, N, FIRST, BEGIN, END, Y, BIAS)                                               \
+    gemm_panels(W, BITS, LUTS, LOW, CENTERED, N, kpad, blocks_per_wblock, scales + (FIRST) * panel_floats,                  \
                 offsets + (FIRST) * panel_floats, BEGIN, END, xq, xscales, xsums, xisums, rows, Y, ldy, BIAS)
 
-VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
+VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int code_bits, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
                                   const uint8_t *multipliers, const float *channel_scales, size_t n,
                                   size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                                   size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
@@ -372,10 +396,10 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t 
     const size_t blocks = kpad / 32;
     const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
     const size_t panel_floats = wblocks * 16;
-    if (four_bit && !luts) low = NULL;
-    if (!four_bit || luts || low) zero_points = NULL;
-    if (!zero_points || !channel_scales) multipliers = NULL;
-    if (four_bit && rows >= SHRINK_WIDEN_FROM_ROWS) {
+    if (code_bits < 8 && !luts) low = NULL;
+    if (code_bits == 8 || luts || low) zero_points = NULL;
+    if (code_bits != 4 || !zero_points || !channel_scales) multipliers = NULL;
+    if (code_bits < 8 && rows >= SHRINK_WIDEN_FROM_ROWS) {
         // A pair of widened panels, and the pair's low plane after it.
         static __thread uint8_t *widened = NULL;
         static __thread size_t capacity = 0;
@@ -388,20 +412,20 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t 
             uint8_t *widened_low = widened + 2 * kpad * 16;
             for (size_t first = panel_begin; first < panel_end; first += 2) {
                 size_t last = first + 2 < panel_end ? first + 2 : panel_end;
-                widen_panels(w, luts, low, zero_points, multipliers, blocks_per_wblock, panel_floats, kpad, first, last, widened, widened_low);
+                widen_panels(w, code_bits, luts, low, zero_points, multipliers, blocks_per_wblock, panel_floats, kpad, first, last, widened, widened_low);
                 // The pair as panels 0 and 1 of their own: channels, tables and outputs from `first`.
                 const float *pair_bias = bias ? bias + first * 16 : NULL;
                 if (multipliers) {
                     // One weight block per row, scaled by the channel scales.
                     const float *pair_scales = channel_scales + first * 16;
-                    gemm_panels(widened, 0, NULL, NULL, 1, n - first * 16, kpad, blocks, pair_scales, pair_scales, 0, last - first, xq,
+                    gemm_panels(widened, 8, NULL, NULL, 1, n - first * 16, kpad, blocks, pair_scales, pair_scales, 0, last - first, xq,
                                 xscales, xsums, xisums, rows, y + first * 16, ldy, pair_bias);
                 } else if (zero_points) {
-                    PANELS(widened, 0, NULL, NULL, 1, n - first * 16, first, 0, last - first, y + first * 16, pair_bias);
+                    PANELS(widened, 8, NULL, NULL, 1, n - first * 16, first, 0, last - first, y + first * 16, pair_bias);
                 } else if (low) {
-                    PANELS(widened, 0, NULL, widened_low, 0, n - first * 16, first, 0, last - first, y + first * 16, pair_bias);
+                    PANELS(widened, 8, NULL, widened_low, 0, n - first * 16, first, 0, last - first, y + first * 16, pair_bias);
                 } else {
-                    PANELS(widened, 0, NULL, NULL, 0, n - first * 16, first, 0, last - first, y + first * 16, pair_bias);
+                    PANELS(widened, 8, NULL, NULL, 0, n - first * 16, first, 0, last - first, y + first * 16, pair_bias);
                 }
             }
             return;
@@ -409,19 +433,31 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t 
     }
     if (multipliers) {
         TALL_TILES(INTEGER_SCALED_TILE_ROWS, INTEGER_SCALED_TILES);
-    } else if (!four_bit && !offsets) {
-        gemm_panels(w, 0, NULL, NULL, 1, n, kpad, blocks_per_wblock, scales, NULL, panel_begin, panel_end, xq, xscales, xsums, xisums, rows,
+    } else if (code_bits == 8 && !offsets) {
+        gemm_panels(w, 8, NULL, NULL, 1, n, kpad, blocks_per_wblock, scales, NULL, panel_begin, panel_end, xq, xscales, xsums, xisums, rows,
                     y, ldy, bias);
-    } else if (!four_bit && low) {
-        PANELS(w, 0, NULL, low, 0, n, 0, panel_begin, panel_end, y, bias);
-    } else if (!four_bit) {
-        PANELS(w, 0, NULL, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else if (code_bits == 8 && low) {
+        PANELS(w, 8, NULL, low, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else if (code_bits == 8) {
+        PANELS(w, 8, NULL, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else if (code_bits == 4 && low) {
+        PANELS(w, 4, luts, low, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else if (code_bits == 4 && luts) {
+        PANELS(w, 4, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else if (code_bits == 4) {
+        PANELS(w, 4, NULL, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else if (code_bits == 3 && low) {
+        PANELS(w, 3, luts, low, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else if (code_bits == 3 && luts) {
+        PANELS(w, 3, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else if (code_bits == 3) {
+        PANELS(w, 3, NULL, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     } else if (low) {
-        PANELS(w, 1, luts, low, 0, n, 0, panel_begin, panel_end, y, bias);
+        PANELS(w, 2, luts, low, 0, n, 0, panel_begin, panel_end, y, bias);
     } else if (luts) {
-        PANELS(w, 1, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+        PANELS(w, 2, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     } else {
-        PANELS(w, 1, NULL, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+        PANELS(w, 2, NULL, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     }
 }
 
@@ -453,12 +489,12 @@ void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, 
     (void)x, (void)rows, (void)k, (void)ldx, (void)kpad, (void)xq, (void)scales, (void)sums, (void)integer_sums;
 }
 
-void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
+void shrink_gemm_u8s8_panels(const uint8_t *w, int code_bits, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
                              const uint8_t *multipliers, const float *channel_scales, size_t n,
                              size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                              size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
                              const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias) {
-    (void)w, (void)four_bit, (void)luts, (void)low, (void)zero_points, (void)multipliers, (void)channel_scales, (void)n, (void)kpad, (void)blocks_per_wblock, (void)scales, (void)offsets;
+    (void)w, (void)code_bits, (void)luts, (void)low, (void)zero_points, (void)multipliers, (void)channel_scales, (void)n, (void)kpad, (void)blocks_per_wblock, (void)scales, (void)offsets;
     (void)panel_begin, (void)panel_end, (void)xq, (void)xscales, (void)xsums, (void)xisums, (void)rows, (void)y, (void)ldy, (void)bias;
 }
 

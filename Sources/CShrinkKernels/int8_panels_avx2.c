@@ -3,7 +3,7 @@
 // Layouts and arithmetic are those of shrink_kernels.h; the integer sums are exact and the float
 // operations are those of the Swift twin, in its order, so results equal it bit for bit.
 //
-// `vpmaddubsw` saturates a pair sum above 32767. Nibble codes (0..15) times activations in
+// `vpmaddubsw` saturates a pair sum above 32767. Nibble and crumb codes (0..15) times activations in
 // [-127, 127] stay far below it; byte codes (up to 255) are taken as s = q - 128 in [-128, 127]
 // and multiplied as |s| * (x signed by s), at most 128 * 127 * 2 = 32512 per pair, with
 // 128 * sum(q_x) added back to each dot.
@@ -71,21 +71,46 @@ AVX2 void shrink_quantize_rows_s8_avx2(const float *x, size_t rows, size_t k, si
 /// change every `zm_blocks` activation blocks (the codes' weight blocks; in the integer-scaled form
 /// the scales have one block per row). With `low` (two planes: the panel's low LUT, or its low byte
 /// panel), a second dot takes the low bytes and each block's integer is (high << 8) + low.
-AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const uint8_t *low, const uint8_t *zero_points, const uint8_t *multipliers,
+/// Bit `from` of every byte of `v` moved to bit 2 (other bits: anything), as in int8_panels.c.
+AVX2 INLINE __m256i bit_to_2(__m256i v, int from) {
+    return from >= 2 ? _mm256_srli_epi16(v, from - 2) : _mm256_slli_epi16(v, 2 - from);
+}
+
+/// The codes of half `h` (channels 8h..8h+7) of octet t of activation block `block` of a nibble,
+/// crumb or tribit panel, one byte each: inputs 8t..8t+3 in `lo`, 8t+4..8t+7 in `hi`.
+AVX2 INLINE void octet_quads(const uint8_t *panel, int bits, size_t block, int t, int h, __m256i *lo, __m256i *hi) {
+    if (bits == 4) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(panel + block * 256 + (size_t)t * 64 + h * 32)), mask = _mm256_set1_epi8(0x0F);
+        *lo = _mm256_and_si256(v, mask);
+        *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+        return;
+    }
+    const uint8_t *crumbs = panel + block * (bits == 2 ? 128 : 192);
+    const __m256i v = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(crumbs + (t / 2) * 64 + h * 32)), 4 * (t % 2));
+    const __m256i mask = _mm256_set1_epi8(0x03);
+    *lo = _mm256_and_si256(v, mask);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 2), mask);
+    if (bits == 3) {
+        const __m256i high = _mm256_loadu_si256((const __m256i *)(crumbs + 128 + h * 32)), bit2 = _mm256_set1_epi8(0x04);
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(bit_to_2(high, 2 * t), bit2));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(bit_to_2(high, 2 * t + 1), bit2));
+    }
+}
+
+AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint8_t *low, const uint8_t *zero_points, const uint8_t *multipliers,
                       size_t zm_blocks, int h, size_t kpad,
                       size_t blocks_per_wblock, const float *scales, const float *offsets, const int8_t *xq, const float *xscales,
                       const float *xsums, const int32_t *xisums, int mr, float *y, size_t ldy, size_t first, size_t n,
                       const float *bias) {
     const size_t blocks = kpad / 32;
-    const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i table = lut ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lut)) : _mm256_setzero_si256();
     const __m256i low_table = lut && low ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)low)) : _mm256_setzero_si256();
     // Codes that can exceed 15 go through the signed form (q - 128); see the top of the file.
-    const int signed_form = !four_bit || lut != NULL;
+    const int signed_form = bits == 8 || lut != NULL;
     // Centered byte codes (no offsets): the signed form's q - 128 is the weight's integer itself.
-    const int centered_bytes = !four_bit && offsets == NULL;
+    const int centered_bytes = bits == 8 && offsets == NULL;
     __m256 acc[4];
     for (int m = 0; m < mr; m++) acc[m] = _mm256_setzero_ps();
     size_t block = 0;
@@ -111,10 +136,10 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
                 low_dot[m] = _mm256_set1_epi32(128 * integer_sum);
             }
             const int8_t *xb = xq + block * 32;
-            if (four_bit) {
+            if (bits < 8) {
                 for (int t = 0; t < 4; t++) {
-                    __m256i v = _mm256_loadu_si256((const __m256i *)(w + block * 256 + t * 64 + h * 32));
-                    __m256i lo = _mm256_and_si256(v, low_nibbles), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low_nibbles);
+                    __m256i lo, hi;
+                    octet_quads(w, bits, block, t, h, &lo, &hi);
                     __m256i low_lo = _mm256_setzero_si256(), low_hi = _mm256_setzero_si256();
                     if (lut && low) {
                         low_lo = _mm256_xor_si256(_mm256_shuffle_epi8(low_table, lo), flip);
@@ -183,14 +208,14 @@ AVX2 INLINE void tile(const uint8_t *w, int four_bit, const uint8_t *lut, const 
 }
 
 #define TILE_AVX2(MR)                                                                                                                 \
-    tile(w + panel * panel_bytes, four_bit, luts ? luts + panel * 16 : NULL,                                                        \
-         low ? low + panel * (four_bit ? 16 : panel_bytes) : NULL, zero_points ? zero_points + panel * panel_floats : NULL,          \
+    tile(w + panel * panel_bytes, code_bits, luts ? luts + panel * 16 : NULL,                                                       \
+         low ? low + panel * (code_bits < 8 ? 16 : panel_bytes) : NULL, zero_points ? zero_points + panel * panel_floats : NULL,          \
          multipliers ? multipliers + panel * panel_floats : NULL, blocks_per_wblock, h, kpad, scale_blocks,                          \
          scale_table + panel * scale_floats, offset_table ? offset_table + panel * panel_floats : NULL, xq + m * kpad,             \
          xscales + m * blocks, xsums + m * blocks,                                                                                  \
          xisums + m * blocks, MR, y + m * ldy, ldy, panel * 16 + h * 8, n, bias)
 
-AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
+AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int code_bits, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
                                        const uint8_t *multipliers, const float *channel_scales, size_t n,
                                        size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                                        size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
@@ -199,12 +224,12 @@ AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uin
     const size_t blocks = kpad / 32;
     const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
     const size_t panel_floats = wblocks * 16;
-    const size_t panel_bytes = four_bit ? kpad * 8 : kpad * 16;
+    const size_t panel_bytes = kpad * 2 * (size_t)code_bits;
     // The same choice of arithmetic as the other variants: integer-scaled at every row count,
     // otherwise centered from SHRINK_WIDEN_FROM_ROWS rows.
-    if (four_bit && !luts) low = NULL;
-    if (!four_bit || luts || low) zero_points = NULL;
-    if (!zero_points || !channel_scales) multipliers = NULL;
+    if (code_bits < 8 && !luts) low = NULL;
+    if (code_bits == 8 || luts || low) zero_points = NULL;
+    if (code_bits != 4 || !zero_points || !channel_scales) multipliers = NULL;
     if (!multipliers && rows < SHRINK_WIDEN_FROM_ROWS) zero_points = NULL;
     // Integer-scaled: one weight block per row, scaled by the channel scales.
     const size_t scale_blocks = multipliers ? blocks : blocks_per_wblock, scale_floats = multipliers ? 16 : panel_floats;
@@ -235,12 +260,12 @@ void shrink_quantize_rows_s8_avx2(const float *x, size_t rows, size_t k, size_t 
     shrink_quantize_rows_s8(x, rows, k, ldx, kpad, xq, scales, sums, integer_sums);
 }
 
-void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
+void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int code_bits, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
                                   const uint8_t *multipliers, const float *channel_scales, size_t n,
                                   size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                                   size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
                                   const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias) {
-    shrink_gemm_u8s8_panels(w, four_bit, luts, low, zero_points, multipliers, channel_scales, n, kpad, blocks_per_wblock, scales, offsets, panel_begin, panel_end, xq,
+    shrink_gemm_u8s8_panels(w, code_bits, luts, low, zero_points, multipliers, channel_scales, n, kpad, blocks_per_wblock, scales, offsets, panel_begin, panel_end, xq,
                             xscales, xsums, xisums, rows, y, ldy, bias);
 }
 

@@ -60,10 +60,10 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
         let superOffsets = half.offsets.map { UnsafePointer($0.superScales.baseAddress!) }
         switch self {
         case .avx512vnni:
-            shrink_gemm_u8s8_half_blocks(codes, w.fourBit ? 1 : 0, multipliers, superScales, half.zero, offsetMultipliers, superOffsets, w.rows, w.paddedColumns,
+            shrink_gemm_u8s8_half_blocks(codes, w.packedBits == 4 ? 1 : 0, multipliers, superScales, half.zero, offsetMultipliers, superOffsets, w.rows, w.paddedColumns,
                                          half.blocksPerSuper, panels.lowerBound, panels.upperBound, xq, xScales, rows, y, ldy, bias)
         case .avx2:
-            shrink_gemm_u8s8_half_blocks_avx2(codes, w.fourBit ? 1 : 0, multipliers, superScales, half.zero, offsetMultipliers, superOffsets, w.rows,
+            shrink_gemm_u8s8_half_blocks_avx2(codes, w.packedBits == 4 ? 1 : 0, multipliers, superScales, half.zero, offsetMultipliers, superOffsets, w.rows,
                                               w.paddedColumns, half.blocksPerSuper, panels.lowerBound, panels.upperBound, xq, xScales, rows,
                                               y, ldy, bias)
         case .swift:
@@ -119,19 +119,19 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
         }
         switch self {
         case .avx512vnni:
-            shrink_gemm_u8s8_panels(codes, w.fourBit ? 1 : 0, luts, low, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
+            shrink_gemm_u8s8_panels(codes, Int32(w.packedBits), luts, low, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
                                     offsets, panels.lowerBound, panels.upperBound, xq, xScales, xSums, xIntegerSums, rows, y, ldy, bias)
         case .avx2:
-            shrink_gemm_u8s8_panels_avx2(codes, w.fourBit ? 1 : 0, luts, low, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
+            shrink_gemm_u8s8_panels_avx2(codes, Int32(w.packedBits), luts, low, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
                                          offsets, panels.lowerBound, panels.upperBound, xq, xScales, xSums, xIntegerSums, rows, y, ldy, bias)
         case .swift:
             let kpad = w.paddedColumns, blocks = kpad / 32, panelFloats = w.weightBlocks * 16
             // The centered form: codes q − z + 128 (widened from nibbles or stored so) against
             // −128 · Σ q_x, and no offset term; the integer-scaled form (at every row count): codes
             // (q − z) · m + 128, and one weight block per row of scale S.
-            let affineNibbles = w.fourBit && luts == nil && low == nil ? zeroPoints : nil
-            let integerScaled = affineNibbles == nil ? nil : multipliers.flatMap { m in channelScales.map { (m, $0) } }
-            let centered = integerScaled != nil || rows >= Int(SHRINK_WIDEN_FROM_ROWS) ? affineNibbles : nil
+            let packedAffine = w.packedBits < 8 && luts == nil && low == nil ? zeroPoints : nil
+            let integerScaled = packedAffine == nil ? nil : multipliers.flatMap { m in channelScales.map { (m, $0) } }
+            let centered = integerScaled != nil || rows >= Int(SHRINK_WIDEN_FROM_ROWS) ? packedAffine : nil
             let scaleBlocks = integerScaled == nil ? w.blocksPerWeightBlock : blocks
             for panel in panels {
                 for lane in 0..<16 where panel * 16 + lane < w.rows {

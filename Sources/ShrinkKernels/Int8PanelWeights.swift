@@ -23,9 +23,9 @@ import ShrinkCore
 ///   vector's entry, one byte per weight (two with two planes);
 /// - other palettes (groups along the inputs): each decoded row on the same kind of grid (8 bits
 ///   when every row is exact on it, else 16).
-/// Codes of at most 4 bits stay 4-bit (nibble panels; palette indices then go through a 16-byte LUT
-/// per panel, and a second one for the low plane, when all 16 channels share one); wider codes take
-/// a byte each (two with two planes). `nil` for what the integer path does not cover:
+/// Codes of at most 2 bits are packed four to a byte (crumb panels), of 3 bits in a crumb and a bit
+/// (tribit panels), of 4 bits two to a byte (nibble panels); palette indices then go through a 16-byte LUT per panel, and a second one for
+/// the low plane, when all 16 channels share one. Wider codes take a byte each (two with two planes). `nil` for what the integer path does not cover:
 /// F32/F16/BF16 values (dense or pruned) and affine blocks that are not a multiple of 32 inputs.
 public final class Int8PanelWeights: @unchecked Sendable {
     public let rows: Int
@@ -33,8 +33,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
     /// `columns` rounded up to a multiple of 32.
     public let paddedColumns: Int
     public let panels: Int
-    /// Whether codes are packed as nibbles (else one byte each).
-    public let fourBit: Bool
+    /// Bits per packed code: 2 (crumb panels), 3 (tribit panels), 4 (nibble panels) or 8 (byte panels).
+    public let packedBits: Int
     /// Activation blocks (32 inputs) per weight block.
     public let blocksPerWeightBlock: Int
     /// Weight blocks per row.
@@ -87,7 +87,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
             + (halfBlocks?.offsets.map { $0.multipliers.count + 4 * $0.superScales.count } ?? 0)
     }
 
-    /// Whether 4-bit codes run in the integer-scaled form (see `shrink_kernels.h`).
+    /// Whether nibble codes run in the integer-scaled form (see `shrink_kernels.h`).
     public var isIntegerScaled: Bool { multipliers != nil }
 
     /// Bits per code the kernels multiply: 8, or 16 in two planes.
@@ -96,9 +96,9 @@ public final class Int8PanelWeights: @unchecked Sendable {
     /// The form the kernels read (`4-bit LUT indices → 16-bit codes (two planes)`).
     public var codeDescription: String {
         let codes = lowPlane == nil ? "8-bit codes" : "16-bit codes (two planes)"
-        if halfBlocks != nil { return (fourBit ? "4-bit" : "6-bit") + " codes, 8-bit multipliers per 16 inputs" }
+        if halfBlocks != nil { return (packedBits == 4 ? "4-bit" : "6-bit") + " codes, 8-bit multipliers per 16 inputs" }
         if isIntegerScaled { return "4-bit codes, integer block scales" }
-        if fourBit { return luts == nil ? "4-bit codes" : "4-bit LUT indices → " + codes }
+        if packedBits < 8 { return luts == nil ? "\(packedBits)-bit codes" : "\(packedBits)-bit LUT indices → " + codes }
         return codes + (hasCenteredBytes ? ", centered" : "")
     }
 
@@ -110,7 +110,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
         var rowScales: [Float]
         var rowOffsets: [Float]
         var weightBlock: Int
-        var fourBit: Bool
+        /// The most bits a code (or LUT index) takes: at most 2, 3 or 4 allows crumb, tribit or nibble panels.
+        var codeBits: Int
         var rowLUTs: [[UInt8]]?
         var exact: Bool
         var lowCodes: [UInt8]? = nil
@@ -148,7 +149,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
         let panels = panels
         // Nibble indices keep their LUTs when the 16 channels of every panel share them.
         let sharedLUTs = matrix.rowLUTs.flatMap { luts in
-            matrix.fourBit && (0..<panels).allSatisfy { panel in
+            matrix.codeBits <= 4 && (0..<panels).allSatisfy { panel in
                 (panel * 16..<min(rows, panel * 16 + 16)).allSatisfy {
                     luts[$0] == luts[panel * 16] && matrix.rowLowLUTs?[$0] == matrix.rowLowLUTs?[panel * 16]
                 }
@@ -164,17 +165,18 @@ public final class Int8PanelWeights: @unchecked Sendable {
                 for column in 0..<columns { codeMatrix[row * columns + column] = rowLUTs[row][Int(codeMatrix[row * columns + column])] }
             }
         }
-        let nibbles = matrix.fourBit && (matrix.rowLUTs == nil || sharedLUTs != nil)
-        fourBit = nibbles
-        let centered = nibbles || !matrix.exact || halfBlocks != nil || lowMatrix != nil ? nil
+        let packedBits = matrix.codeBits > 4 || (matrix.rowLUTs != nil && sharedLUTs == nil) ? 8
+            : halfBlocks != nil ? 4 : max(2, matrix.codeBits)
+        self.packedBits = packedBits
+        let centered = packedBits < 8 || !matrix.exact || halfBlocks != nil || lowMatrix != nil ? nil
             : Self.centeredByteCodes(codeMatrix, matrix, rows: rows, columns: columns, weightBlock: blocksPerWeightBlock * 32)
         if let centered { codeMatrix = centered }
         hasCenteredBytes = centered != nil
-        let panelBytes = nibbles ? paddedColumns * 8 : paddedColumns * 16
+        let panelBytes = paddedColumns * 2 * packedBits
         // Cache-line aligned (the arena's alignment), so that every 64-byte load of the kernels reads one line.
         let packed = arena.allocate(UInt8.self, count: panels * panelBytes)
         codeMatrix.withUnsafeBufferPointer { source in
-            Self.pack(source.baseAddress!, rows: rows, columns: columns, nibbles: nibbles, panelBytes: panelBytes, into: packed.baseAddress!)
+            Self.pack(source.baseAddress!, rows: rows, columns: columns, bits: packedBits, panelBytes: panelBytes, into: packed.baseAddress!)
         }
         codes = packed
         if let sharedLUTs {
@@ -190,7 +192,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
             luts = nil
             lowPlane = lowMatrix.map { low in
                 let packed = arena.allocate(UInt8.self, count: panels * panelBytes)
-                low.withUnsafeBufferPointer { Self.pack($0.baseAddress!, rows: rows, columns: columns, nibbles: false, panelBytes: panelBytes, into: packed.baseAddress!) }
+                low.withUnsafeBufferPointer { Self.pack($0.baseAddress!, rows: rows, columns: columns, bits: 8, panelBytes: panelBytes, into: packed.baseAddress!) }
                 return packed
             }
         }
@@ -203,10 +205,10 @@ public final class Int8PanelWeights: @unchecked Sendable {
                 offsets[target] = matrix.rowOffsets[row * weightBlocks + block]
             }
         }
-        let zeroPoints = nibbles && sharedLUTs == nil && matrix.exact && lowPlane == nil ? Self.integerZeroPoints(scales: scales, offsets: offsets) : nil
+        let zeroPoints = packedBits < 8 && sharedLUTs == nil && matrix.exact && lowPlane == nil ? Self.integerZeroPoints(scales: scales, offsets: offsets) : nil
         self.zeroPoints = zeroPoints.map { arena.copy($0) }
         let weightBlocks = weightBlocks
-        let integerScaled = zeroPoints.flatMap { zeroPoints in
+        let integerScaled = packedBits != 4 ? nil : zeroPoints.flatMap { zeroPoints in
             matrix.integerScales.flatMap { Self.panelMultipliers($0, zeroPoints: zeroPoints, rows: rows, weightBlocks: weightBlocks) }
         }
         multipliers = integerScaled.map { arena.copy($0.multipliers) }
@@ -287,18 +289,28 @@ public final class Int8PanelWeights: @unchecked Sendable {
         isExact ? 0 : scales[(row / 16) * weightBlocks * 16 + row % 16] / 2
     }
 
-    static func pack(_ source: UnsafePointer<UInt8>, rows: Int, columns: Int, nibbles: Bool, panelBytes: Int,
+    /// Codes of `bits` bits (2, 3, 4 or 8), row-major, into panels of `panelBytes` (zeroed) in the
+    /// layouts of `shrink_kernels.h`.
+    static func pack(_ source: UnsafePointer<UInt8>, rows: Int, columns: Int, bits: Int, panelBytes: Int,
                      into target: UnsafeMutablePointer<UInt8>) {
         for row in 0..<rows {
             let panel = target + (row / 16) * panelBytes, lane = (row % 16) * 4
             let sourceRow = source + row * columns
-            if nibbles {
+            switch bits {
+            case 2, 3:
+                let blockBytes = bits == 2 ? 128 : 192
+                for column in 0..<columns {
+                    let block = panel + (column >> 5) * blockBytes, within = lane + (column & 3)
+                    block[((column >> 4) & 1) * 64 + within] |= (sourceRow[column] & 3) << UInt8(2 * ((column >> 2) & 3))
+                    if bits == 3 { block[128 + within] |= (sourceRow[column] >> 2) << UInt8((column >> 2) & 7) }
+                }
+            case 4:
                 for column in 0..<columns {
                     let octet = column >> 3, within = column & 7
                     let byte = octet * 64 + lane + (within & 3)
                     panel[byte] |= within < 4 ? sourceRow[column] : sourceRow[column] << 4
                 }
-            } else {
+            default:
                 for column in 0..<columns { panel[(column >> 2) * 64 + lane + (column & 3)] = sourceRow[column] }
             }
         }
@@ -309,9 +321,17 @@ public final class Int8PanelWeights: @unchecked Sendable {
     @inline(__always)
     func code(panel: Int, lane: Int, input: Int, codes: UnsafePointer<UInt8>, luts: UnsafePointer<UInt8>?,
               low: UnsafePointer<UInt8>? = nil) -> Int32 {
-        if fourBit {
-            let byte = codes[panel * paddedColumns * 8 + (input >> 3) * 64 + lane * 4 + (input & 3)]
-            let index = Int((input & 7) < 4 ? byte & 0x0F : byte >> 4)
+        if packedBits < 8 {
+            let index: Int
+            if packedBits < 4 {
+                let block = panel * paddedColumns * 2 * packedBits + (input >> 5) * 16 * 4 * packedBits, within = lane * 4 + (input & 3)
+                let crumbs = codes[block + ((input >> 4) & 1) * 64 + within]
+                let high = packedBits == 3 ? (codes[block + 128 + within] >> UInt8((input >> 2) & 7)) & 1 : 0
+                index = Int((crumbs >> UInt8(2 * ((input >> 2) & 3))) & 0x03 | high << 2)
+            } else {
+                let byte = codes[panel * paddedColumns * 8 + (input >> 3) * 64 + lane * 4 + (input & 3)]
+                index = Int((input & 7) < 4 ? byte & 0x0F : byte >> 4)
+            }
             guard let luts else { return Int32(index) }
             guard let low else { return Int32(luts[panel * 16 + index]) }
             return Int32(luts[panel * 16 + index]) << 8 + Int32(low[panel * 16 + index])
@@ -332,7 +352,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
             guard let block = affineBlock(affine, columns: columns) else { return nil }
             let (blocksPerRow, scales, offsets) = PackedLinear.affineTables(weight, affine, block: block)
             var matrix = CodeMatrix(codes: unpack(weight.parts["codes"]!.bytes, count: rows * columns, bits: affine.bits),
-                                    rowScales: scales, rowOffsets: offsets, weightBlock: block, fourBit: affine.bits <= 4, rowLUTs: nil, exact: true)
+                                    rowScales: scales, rowOffsets: offsets, weightBlock: block, codeBits: affine.bits, rowLUTs: nil, exact: true)
             if affine.scaleDType == .u8, let rowScales = weight.parts["channel_scales"]?.floats() {
                 let stored = weight.parts["scales"]!.bytes
                 let multipliers = (0..<(rows * blocksPerRow)).map { index in
@@ -355,7 +375,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
             let indices = unpack(weight.parts["indices"]!.bytes, count: rows * columns / width, bits: palette.bits)
             let codes = (0..<(rows * columns)).map { rowCodes[$0 / columns][Int(indices[$0 / width]) * width + $0 % width] }
             (matrix.codes, matrix.lowCodes) = planes(codes, wide: wide)
-            (matrix.fourBit, matrix.rowLUTs, matrix.rowLowLUTs) = (false, nil, nil)
+            (matrix.codeBits, matrix.rowLUTs, matrix.rowLowLUTs) = (8, nil, nil)
             return matrix
         case .sparse(_, let base):
             if let matrix = sparseCodes(weight, base: base) { return matrix }
@@ -388,7 +408,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
             guard (0...255).contains(folded) else { return nil }
             codes[index] = UInt8(folded)
         }
-        return CodeMatrix(codes: codes, rowScales: second, rowOffsets: second.map { 127 * $0 }, weightBlock: superBlock, fourBit: false,
+        return CodeMatrix(codes: codes, rowScales: second, rowOffsets: second.map { 127 * $0 }, weightBlock: superBlock, codeBits: 8,
                           rowLUTs: nil, exact: true)
     }
 
@@ -415,7 +435,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
         let superScales = panelLayout(arena, rows: rows, count: supers) { second[$0 * supers + $1] }
         let matrix = CodeMatrix(codes: unpack(weight.parts["codes"]!.bytes, count: rows * columns, bits: affine.bits),
                                 rowScales: [Float](repeating: 0, count: rows), rowOffsets: [Float](repeating: 0, count: rows),
-                                weightBlock: columns, fourBit: affine.bits <= 4, rowLUTs: nil, exact: true)
+                                weightBlock: columns, codeBits: affine.bits, rowLUTs: nil, exact: true)
         return (matrix, HalfBlocks(multipliers: packedMultipliers, superScales: superScales, offsets: offsets,
                                    zero: Int32(affine.codeOffset + affine.implicitZeroPoint), blocksPerSuper: superBlock / 32))
     }
@@ -446,7 +466,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
         let block = min(scaling.blockSize, columns)
         let scales = blockScales.map { lutScale * $0 }
         return CodeMatrix(codes: unpack(weight.parts["indices"]!.bytes, count: rows * columns, bits: palette.bits),
-                          rowScales: scales, rowOffsets: scales.map { 128 * $0 }, weightBlock: block, fourBit: true,
+                          rowScales: scales, rowOffsets: scales.map { 128 * $0 }, weightBlock: block, codeBits: palette.bits,
                           rowLUTs: [[UInt8]](repeating: table, count: rows), exact: true)
     }
 
@@ -549,7 +569,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
         }
         let rowCodes = rowGroup.map { quantized[$0] }
         let tables = rowCodes.map { planes($0, wide: wide) }
-        var matrix = CodeMatrix(codes: [], rowScales: scales, rowOffsets: offsets, weightBlock: weight.shape[1], fourBit: palette.bits <= 4,
+        var matrix = CodeMatrix(codes: [], rowScales: scales, rowOffsets: offsets, weightBlock: weight.shape[1], codeBits: palette.bits,
                                 rowLUTs: tables.map(\.high), exact: exact)
         if wide { matrix.rowLowLUTs = tables.map { $0.low! } }
         return (matrix, rowGroup.map { grids[$0].zero }, rowCodes, wide)
@@ -570,7 +590,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
         case .affine(let affine):
             guard let block = affineBlock(affine, columns: columns) else { return nil }
             let (blocksPerRow, scales, offsets) = PackedLinear.affineTables(weight, affine, block: block)
-            matrix = CodeMatrix(codes: [], rowScales: scales, rowOffsets: offsets, weightBlock: block, fourBit: false, rowLUTs: nil, exact: true)
+            matrix = CodeMatrix(codes: [], rowScales: scales, rowOffsets: offsets, weightBlock: block, codeBits: 8, rowLUTs: nil, exact: true)
             bits = affine.bits
             zeroCode = { row, column in
                 let index = row * blocksPerRow + column / block
@@ -582,7 +602,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
             matrix = grid
             matrix.rowLUTs = nil
             matrix.rowLowLUTs = nil
-            matrix.fourBit = false
+            matrix.codeBits = 8
             wide = wideCodes
             bits = palette.bits
             zeroCode = { row, _ in rowZeros[row] }
@@ -643,6 +663,6 @@ public final class Int8PanelWeights: @unchecked Sendable {
         }
         let (high, low) = planes(codes, wide: !narrowExact)
         return CodeMatrix(codes: high, rowScales: grids.map(\.scale), rowOffsets: grids.map { $0.scale * Float($0.zero) },
-                          weightBlock: columns, fourBit: false, rowLUTs: nil, exact: exact, lowCodes: low)
+                          weightBlock: columns, codeBits: 8, rowLUTs: nil, exact: exact, lowCodes: low)
     }
 }

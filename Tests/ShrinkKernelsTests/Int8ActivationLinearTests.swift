@@ -11,7 +11,7 @@ import ShrinkTestSupport
 /// palettes whose LUTs take 16-bit codes, their grid) allows.
 @Suite struct Int8ActivationLinearTests {
     static let shapes: [[Int]] = [[97, 385], [96, 64], [13, 7], [16, 48], [33, 100]]
-    /// Byte panels in tiles of 4, 2 and 1 rows; 4-bit panels in single-panel tiles of 1–8 rows
+    /// Byte panels in tiles of 4, 2 and 1 rows; 2-, 3- and 4-bit panels in single-panel tiles of 1–8 rows
     /// (15 = 8 + 7, 9 = 5 + 4; integer-scaled ones of 1–10 rows: 9, 10, 15 = 8 + 7) and, from
     /// `SHRINK_WIDEN_FROM_ROWS`, widened to bytes.
     static let rowCounts = [1, 2, 3, 6, 9, 10, 15, Int(SHRINK_WIDEN_FROM_ROWS) + 1]
@@ -228,21 +228,33 @@ import ShrinkTestSupport
         }
     }
 
-    @Test func nibblePanelsKeepTheirLUTsAndIntegerScales() throws {
+    @Test func packedPanelsKeepTheirLUTsAndIntegerScales() throws {
         var generator = SeededGenerator(seed: 3)
         let tensor = try DenseTensor(converting: generator.floats(64 * 96), shape: [64, 96])
         let shared = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: EncodingCatalog.palettize(4)))!
-        #expect(shared.fourBit && shared.codeBits == 16 && shared.byteCount < 64 * 96, "an f16 LUT: nibble indices, 16-bit codes")
+        #expect(shared.packedBits == 4 && shared.codeBits == 16 && shared.byteCount < 64 * 96, "an f16 LUT: nibble indices, 16-bit codes")
+        let crumbs = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: EncodingCatalog.palettize(2, lut: .i8)))!
+        #expect(crumbs.packedBits == 2 && crumbs.codeBits == 8 && crumbs.isExact && crumbs.codeDescription == "2-bit LUT indices → 8-bit codes",
+                "an int8 LUT of 4 entries: crumb indices, 8-bit codes")
+        let affineCrumbs = Int8PanelWeights(weight: try WeightCompressor.encode(
+            name: "w", tensor: tensor, config: EncodingCatalog.quantize(2, symmetric: false, signed: false, .perBlock(blockSize: 32))))!
+        #expect(affineCrumbs.packedBits == 2 && affineCrumbs.isExact && affineCrumbs.codeDescription == "2-bit codes")
+        #expect(affineCrumbs.byteCount < crumbs.byteCount + 64 * 96 / 4, "crumbs take a quarter byte per weight")
+        let tribits = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: EncodingCatalog.palettize(3, lut: .i8)))!
+        #expect(tribits.packedBits == 3 && tribits.isExact && tribits.codeDescription == "3-bit LUT indices → 8-bit codes")
+        let affineTribits = Int8PanelWeights(weight: try WeightCompressor.encode(
+            name: "w", tensor: tensor, config: EncodingCatalog.quantize(3, symmetric: true, .perChannel(axis: 0))))!
+        #expect(affineTribits.packedBits == 3 && affineTribits.isExact && affineTribits.codeDescription == "3-bit codes")
         let grouped = Int8PanelWeights(weight: try WeightCompressor.encode(
             name: "w", tensor: tensor, config: EncodingCatalog.palettize(4, .kmeans, .perGroupedChannel(axis: 0, groupSize: 8))))!
-        #expect(!grouped.fourBit, "groups of 8 channels split the panels of 16: codes take a byte")
+        #expect(grouped.packedBits == 8, "groups of 8 channels split the panels of 16: codes take a byte")
         let affine = Int8PanelWeights(weight: try WeightCompressor.encode(
             name: "w", tensor: tensor, config: EncodingCatalog.quantize(4, symmetric: true, .perBlock(blockSize: 32))))!
-        #expect(affine.fourBit && affine.isExact && affine.maximumWeightError(row: 5) == 0 && !affine.isIntegerScaled)
+        #expect(affine.packedBits == 4 && affine.isExact && affine.maximumWeightError(row: 5) == 0 && !affine.isIntegerScaled)
         let encoded = try WeightCompressor.encode(
             name: "w", tensor: tensor, config: EncodingCatalog.quantize(4, symmetric: false, signed: false, .perBlock(blockSize: 32), scale: .u8))
         let integerScaled = Int8PanelWeights(weight: encoded)!
-        #expect(integerScaled.fourBit && integerScaled.isExact && integerScaled.isIntegerScaled,
+        #expect(integerScaled.packedBits == 4 && integerScaled.isExact && integerScaled.isIntegerScaled,
                 "integer block scales run as per-channel bytes")
         // A file may hold multipliers too large for bytes: valid, but it keeps float block scales.
         var parts = encoded.parts
@@ -251,7 +263,7 @@ import ShrinkTestSupport
         parts["scales"] = try DenseTensor(dtype: .u8, shape: [multipliers.count], bytes: multipliers)
         let oversized = try EncodedTensor(name: "w", shape: encoded.shape, sourceDType: .f32, encoding: encoded.encoding, parts: parts)
         let fallback = Int8PanelWeights(weight: oversized)!
-        #expect(fallback.fourBit && fallback.isExact && !fallback.isIntegerScaled)
+        #expect(fallback.packedBits == 4 && fallback.isExact && !fallback.isIntegerScaled)
         let rows = Int(SHRINK_WIDEN_FROM_ROWS) + 1
         let x = generator.floats(rows * 96, in: -2...2)
         var outputs: [[Float]] = []

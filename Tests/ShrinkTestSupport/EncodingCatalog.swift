@@ -48,6 +48,9 @@ public enum EncodingCatalog {
         }
         list.append(("palette 4-bit f32 LUT channel-scaled", palettize(4, lut: .f32, channelScale: true)))
         list.append(("palette 4-bit int8 LUT", palettize(4, lut: .i8)))
+        list.append(("palette 3-bit int8 LUT", palettize(3, lut: .i8)))
+        list.append(("palette 2-bit int8 LUT", palettize(2, lut: .i8)))
+        list.append(("uint2 affine per-block 32", quantize(2, symmetric: false, signed: false, .perBlock(blockSize: 32))))
         list.append(("palette 2-bit vector 2", palettize(2, vector: 2)))
         list.append(("palette 3-bit vector 4 grouped", palettize(3, .kmeans, .perGroupedChannel(axis: 0, groupSize: 2), vector: 4)))
         list.append(("palette 2-bit custom", palettize(2, .custom([-0.5, 0, 0.25, 0.5]))))

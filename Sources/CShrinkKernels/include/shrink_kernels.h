@@ -112,11 +112,18 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 //   at input 4j + i; a panel is kpad * 16 bytes;
 // - nibble panels: for input octet t (inputs 8t..8t+7), 64 bytes, byte 4r + i holds the code of
 //   channel r at input 8t + i in its low nibble and at input 8t + 4 + i in its high nibble; a
-//   panel is kpad * 8 bytes. With a LUT (16 bytes per panel), a nibble is an index and its code
-//   is lut[index].
+//   panel is kpad * 8 bytes;
+// - crumb panels (2-bit codes): for input group g (inputs 16g..16g+15), 64 bytes, byte 4r + i
+//   holds the code of channel r at input 16g + 4c + i in bits 2c..2c+1 (c = 0..3); a panel is
+//   kpad * 4 bytes. Crumbs 0 and 1 of group g hold the inputs the low and high nibbles of octet
+//   2g would, crumbs 2 and 3 those of octet 2g + 1, so both run through one octet loop;
+// - tribit panels (3-bit codes): per block of 32 inputs, 192 bytes: the codes' low two bits as the
+//   block's two crumb groups (128 bytes), then 64 bytes of their third bits, byte 4r + i holding
+//   in bit j that of channel r at input 32b + 4j + i; a panel is kpad * 6 bytes.
+// With a LUT (16 bytes per panel), a packed code is an index and its code is lut[index].
 // Two planes (`low` not NULL): codes are 16 bits, q = 256 * high + low, where high is the code the
 // panels above give and low comes from a second table of the same layout: for nibble panels with
-// a LUT, 16 more bytes per panel (low[index]); for byte panels, a second panel array. Each
+// a LUT (nibble, tribit or crumb panels), 16 more bytes per panel (low[index]); for byte panels, a second panel array. Each
 // activation block's integer sum is (sum(q_x * high) << 8) + sum(q_x * low), exact in int32
 // (|sum| <= 32 * 65535 * 128 < 2^31); everything else is as for one plane. Palette LUTs that an
 // 8-bit grid does not hold exactly run so, on a 16-bit grid.
@@ -128,7 +135,7 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 // (s * sum(q_x * q_w)) - o * sum over its activation blocks of s * sum(q_x)).
 // In that order: per weight block, the activation blocks' s * sum(q_x * q_w) are summed (one FMA
 // each, in block order), the sum is multiplied by a and added (one FMA), then the offset term.
-// Centered form (4-bit affine codes with integer zero points z, o = a * z, from
+// Centered form (2-, 3- and 4-bit affine codes with integer zero points z, o = a * z, from
 // SHRINK_WIDEN_FROM_ROWS rows on): the codes are widened to bytes q - z + 128, each activation
 // block's integer sum is sum(q_x * (q_w - z + 128)) - 128 * sum(q_x), and there is no offset term.
 // Byte panels may hold their codes centered already (offsets NULL: each code stored as q - z + 128
@@ -142,7 +149,7 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 // centers them in registers (q - z + 16, dot starting at -16 * sum(q_x)) and multiplies each
 // block's sum by m, which is the same integer.
 
-/// From this many rows on, 4-bit panels are widened to bytes once per pair of panels (in a
+/// From this many rows on, 2-, 3- and 4-bit panels are widened to bytes once per pair of panels (in a
 /// per-thread buffer) and run in tiles of 4 rows by 2 panels, instead of being unpacked in every
 /// tile of up to 8 rows of one panel. Below it the widening pass costs more than it saves (MiniLM
 /// batch 1, ~9 tokens, 1 thread: 4-bit at 1,050–1,120 sentences/s with 16 against 970–1,020 with
@@ -161,13 +168,15 @@ int shrink_cpu_has_avx512_vnni(void);
 void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, size_t kpad, int8_t *xq,
                              float *scales, float *sums, int32_t *integer_sums);
 
-/// y[m * ldy + c] for m < rows and the channels c < n of panels [panel_begin, panel_end) (bias
-/// may be NULL; luts is NULL unless nibble indices go through per-panel LUTs; low is NULL unless the
+/// y[m * ldy + c] for m < rows and the channels c < n of panels [panel_begin, panel_end), codes of
+/// code_bits bits (8: byte panels, 4: nibble, 3: tribit, 2: crumb panels) (bias may be NULL; luts
+/// is NULL unless nibble, tribit or crumb indices go through per-panel LUTs; low is NULL unless the
 /// codes have two planes (then there are no zero points or multipliers); zero_points, laid
 /// out like the scales, is NULL unless the nibble codes are affine with o = a * z, which allows the
 /// centered form; multipliers (laid out like the zero points) and channel_scales (16 floats per
-/// panel) are NULL unless they allow the integer-scaled form; offsets is NULL for centered byte codes).
-void shrink_gemm_u8s8_panels(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
+/// panel) are NULL unless they allow the integer-scaled form, which nibble panels alone take;
+/// offsets is NULL for centered byte codes).
+void shrink_gemm_u8s8_panels(const uint8_t *w, int code_bits, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
                              const uint8_t *multipliers, const float *channel_scales, size_t n,
                              size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                              size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
@@ -210,7 +219,7 @@ void shrink_quantize_rows_s8_avx2(const float *x, size_t rows, size_t k, size_t 
 /// shrink_gemm_u8s8_panels with AVX2 `vpmaddubsw` (same results: the arithmetic of the Swift twin,
 /// centered from SHRINK_WIDEN_FROM_ROWS rows and integer-scaled at every row count like the other
 /// variants, without widening).
-void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int four_bit, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
+void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int code_bits, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
                                   const uint8_t *multipliers, const float *channel_scales, size_t n,
                                   size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                                   size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
