@@ -388,6 +388,14 @@ VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, c
     gemm_panels(W, BITS, LUTS, LOW, CENTERED, N, kpad, blocks_per_wblock, scales + (FIRST) * panel_floats,                  \
                 offsets + (FIRST) * panel_floats, BEGIN, END, xq, xscales, xsums, xisums, rows, Y, ldy, BIAS)
 
+/// Packed panels of BITS-bit codes, with a low plane, LUTs or neither, each a kernel of its own.
+#define PACKED_PANELS(BITS)                                                      \
+    do {                                                                         \
+        if (low) PANELS(w, BITS, luts, low, 0, n, 0, panel_begin, panel_end, y, bias);   \
+        else if (luts) PANELS(w, BITS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias); \
+        else PANELS(w, BITS, NULL, NULL, 0, n, 0, panel_begin, panel_end, y, bias);      \
+    } while (0)
+
 VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int code_bits, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
                                   const uint8_t *multipliers, const float *channel_scales, size_t n,
                                   size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
@@ -440,24 +448,12 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int code_bits, const uint8_t
         PANELS(w, 8, NULL, low, 0, n, 0, panel_begin, panel_end, y, bias);
     } else if (code_bits == 8) {
         PANELS(w, 8, NULL, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
-    } else if (code_bits == 4 && low) {
-        PANELS(w, 4, luts, low, 0, n, 0, panel_begin, panel_end, y, bias);
-    } else if (code_bits == 4 && luts) {
-        PANELS(w, 4, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     } else if (code_bits == 4) {
-        PANELS(w, 4, NULL, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
-    } else if (code_bits == 3 && low) {
-        PANELS(w, 3, luts, low, 0, n, 0, panel_begin, panel_end, y, bias);
-    } else if (code_bits == 3 && luts) {
-        PANELS(w, 3, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+        PACKED_PANELS(4);
     } else if (code_bits == 3) {
-        PANELS(w, 3, NULL, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
-    } else if (low) {
-        PANELS(w, 2, luts, low, 0, n, 0, panel_begin, panel_end, y, bias);
-    } else if (luts) {
-        PANELS(w, 2, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+        PACKED_PANELS(3);
     } else {
-        PANELS(w, 2, NULL, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+        PACKED_PANELS(2);
     }
 }
 
