@@ -68,9 +68,24 @@ VNNI INLINE __m512i bit_to_2(__m512i v, int from) {
     return from >= 2 ? _mm512_srli_epi16(v, (unsigned)(from - 2)) : _mm512_slli_epi16(v, (unsigned)(2 - from));
 }
 
+/// A panel's table as the kernels hold it: 16 bytes in each 128-bit lane (`vpshufb`), or for
+/// pair panels its 16 entries of two bytes, twice (`vpermw` reads 5 bits of each index).
+VNNI INLINE __m512i panel_table(const uint8_t *lut, int bits) {
+    if (bits == SHRINK_PAIR_PANELS) return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)lut));
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)lut));
+}
+
 /// The codes of octet t (inputs 8t..8t+3 in `lo`, 8t+4..8t+7 in `hi`, one byte each) of activation
-/// block `block` of a panel of `bits`-bit codes (nibble, crumb or tribit panels).
-VNNI INLINE void octet_quads(const uint8_t *panel, int bits, size_t block, int t, __m512i *lo, __m512i *hi) {
+/// block `block` of a nibble, crumb or tribit panel (indices, for the caller's LUT), or of a pair
+/// panel (codes: its entries looked up in `pairs`, a `panel_table`).
+VNNI INLINE void octet_quads(const uint8_t *panel, int bits, __m512i pairs, size_t block, int t, __m512i *lo, __m512i *hi) {
+    if (bits == SHRINK_PAIR_PANELS) {
+        // Word 2r + h: channel r's pairs at inputs 8t + 2h (low nibble) and 8t + 4 + 2h (high).
+        const __m512i words = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(panel + block * 128 + (size_t)t * 32)));
+        *lo = _mm512_permutexvar_epi16(words, pairs);
+        *hi = _mm512_permutexvar_epi16(_mm512_srli_epi16(words, 4), pairs);
+        return;
+    }
     if (bits == 4) {
         const __m512i v = _mm512_loadu_si512(panel + block * 256 + (size_t)t * 64), mask = _mm512_set1_epi8(0x0F);
         *lo = _mm512_and_si512(v, mask);
@@ -104,7 +119,7 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
     const size_t blocks = kpad / 32;
     __m512i table[2], low_table[2];
     for (int p = 0; p < np; p++) {
-        table[p] = luts ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(luts + p * 16))) : _mm512_setzero_si512();
+        table[p] = luts ? panel_table(luts + p * shrink_lut_bytes(bits), bits) : _mm512_setzero_si512();
         low_table[p] = luts && low ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(low + p * 16))) : _mm512_setzero_si512();
     }
     __m512 acc[MAX_TILE_ROWS][2];
@@ -135,12 +150,12 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
                 for (int t = 0; t < 4; t++) {
                     __m512i lo[2], hi[2], low_lo[2], low_hi[2];
                     for (int p = 0; p < np; p++) {
-                        octet_quads(w + p * panel_bytes, bits, block, t, &lo[p], &hi[p]);
+                        octet_quads(w + p * panel_bytes, bits, table[p], block, t, &lo[p], &hi[p]);
                         if (luts && low) {
                             low_lo[p] = _mm512_shuffle_epi8(low_table[p], lo[p]);
                             low_hi[p] = _mm512_shuffle_epi8(low_table[p], hi[p]);
                         }
-                        if (luts) {
+                        if (luts && bits != SHRINK_PAIR_PANELS) {
                             lo[p] = _mm512_shuffle_epi8(table[p], lo[p]);
                             hi[p] = _mm512_shuffle_epi8(table[p], hi[p]);
                         }
@@ -256,7 +271,7 @@ VNNI INLINE void integer_scaled_tile(const uint8_t *w, const uint8_t *zero_point
 }
 
 #define TILE(MR, NP) \
-    tile(w + panel * panel_bytes, panel_bytes, NP, bits, luts ? luts + panel * 16 : NULL,                                    \
+    tile(w + panel * panel_bytes, panel_bytes, NP, bits, luts ? luts + panel * shrink_lut_bytes(bits) : NULL,                       \
          low ? low + panel * (bits < 8 ? 16 : panel_bytes) : NULL, centered, kpad, blocks_per_wblock,                            \
          scales + panel * panel_floats, offsets + panel * panel_floats, panel_floats, xq + m * kpad, xscales + m * blocks, xsums + m * blocks, xisums + m * blocks, \
          MR, y + m * ldy, ldy, panel * 16, n, bias)
@@ -322,7 +337,7 @@ VNNI INLINE void gemm_panels(const uint8_t *w, int bits, const uint8_t *luts, co
     const size_t blocks = kpad / 32;
     const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
     const size_t panel_floats = wblocks * 16;
-    const size_t panel_bytes = kpad * 2 * (size_t)bits;
+    const size_t panel_bytes = shrink_panel_bytes(kpad, bits);
     if (low) {
         TALL_TILES(TWO_PLANE_TILE_ROWS, ONE_PANEL_TILES);
     } else if (bits < 8) {
@@ -332,7 +347,7 @@ VNNI INLINE void gemm_panels(const uint8_t *w, int bits, const uint8_t *luts, co
     }
 }
 
-/// Panels of `bits`-bit codes (2, 3 or 4) [begin, end) widened to byte panels (LUT applied)
+/// Panels of `bits`-bit codes (2, 3 or 4) or pair panels [begin, end) widened to byte panels (LUT applied)
 /// in `out`: each octet becomes the two 64-byte quads it holds; with `low` LUTs, the low plane likewise in `out_low`.
 /// With `zero_points` (u8, laid out like the scales), each
 /// code q becomes q - z + 128 for its channel's and weight block's zero point z ("centered"), and
@@ -342,9 +357,9 @@ VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, c
                               size_t end, uint8_t *out, uint8_t *out_low) {
     const __m128i bias = _mm_set1_epi8((char)128);
     for (size_t panel = begin; panel < end; panel++) {
-        const uint8_t *source = w + panel * kpad * 2 * (size_t)bits;
+        const uint8_t *source = w + panel * shrink_panel_bytes(kpad, bits);
         uint8_t *target = out + (panel - begin) * kpad * 16, *low_target = out_low + (panel - begin) * kpad * 16;
-        __m512i table = luts ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(luts + panel * 16))) : _mm512_setzero_si512();
+        __m512i table = luts ? panel_table(luts + panel * shrink_lut_bytes(bits), bits) : _mm512_setzero_si512();
         __m512i low_table = low ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(low + panel * 16))) : _mm512_setzero_si512();
         __m512i shift = _mm512_setzero_si512(), factor = _mm512_setzero_si512();
         size_t wblock = (size_t)-1;
@@ -363,12 +378,12 @@ VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, c
                 }
             }
             __m512i lo, hi;
-            octet_quads(source, bits, octet / 4, (int)(octet % 4), &lo, &hi);
+            octet_quads(source, bits, table, octet / 4, (int)(octet % 4), &lo, &hi);
             if (low) {
                 _mm512_storeu_si512(low_target + octet * 128, _mm512_shuffle_epi8(low_table, lo));
                 _mm512_storeu_si512(low_target + octet * 128 + 64, _mm512_shuffle_epi8(low_table, hi));
             }
-            if (luts) {
+            if (luts && bits != SHRINK_PAIR_PANELS) {
                 lo = _mm512_shuffle_epi8(table, lo);
                 hi = _mm512_shuffle_epi8(table, hi);
             }
@@ -452,6 +467,8 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int code_bits, const uint8_t
         PACKED_PANELS(4);
     } else if (code_bits == 3) {
         PACKED_PANELS(3);
+    } else if (code_bits == SHRINK_PAIR_PANELS) {
+        PANELS(w, SHRINK_PAIR_PANELS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     } else {
         PACKED_PANELS(2);
     }

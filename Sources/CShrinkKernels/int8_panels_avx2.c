@@ -76,9 +76,25 @@ AVX2 INLINE __m256i bit_to_2(__m256i v, int from) {
     return from >= 2 ? _mm256_srli_epi16(v, from - 2) : _mm256_slli_epi16(v, 2 - from);
 }
 
-/// The codes of half `h` (channels 8h..8h+7) of octet t of activation block `block` of a nibble,
-/// crumb or tribit panel, one byte each: inputs 8t..8t+3 in `lo`, 8t+4..8t+7 in `hi`.
-AVX2 INLINE void octet_quads(const uint8_t *panel, int bits, size_t block, int t, int h, __m256i *lo, __m256i *hi) {
+/// Pair panels' codes of 16 pairs (two bytes each, in pair order) from their 4-bit entries
+/// (`entries`, one per byte): the entries' first and second codes, `first` and `second` (16 bytes
+/// each), interleaved.
+AVX2 INLINE __m256i pair_codes(__m128i entries, __m128i first, __m128i second) {
+    const __m128i a = _mm_shuffle_epi8(first, entries), b = _mm_shuffle_epi8(second, entries);
+    return _mm256_set_m128i(_mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(a, b));
+}
+
+/// The codes of half `h` (channels 8h..8h+7) of octet t of activation block `block`, one byte each:
+/// inputs 8t..8t+3 in `lo`, 8t+4..8t+7 in `hi`. Indices of a nibble, crumb or tribit panel (for the
+/// caller's LUT), codes of a pair panel (its entries' first and second codes in `first`, `second`).
+AVX2 INLINE void octet_quads(const uint8_t *panel, int bits, __m128i first, __m128i second, size_t block, int t, int h, __m256i *lo,
+                             __m256i *hi) {
+    if (bits == SHRINK_PAIR_PANELS) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(panel + block * 128 + (size_t)t * 32 + h * 16)), mask = _mm_set1_epi8(0x0F);
+        *lo = pair_codes(_mm_and_si128(v, mask), first, second);
+        *hi = pair_codes(_mm_and_si128(_mm_srli_epi16(v, 4), mask), first, second);
+        return;
+    }
     if (bits == 4) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(panel + block * 256 + (size_t)t * 64 + h * 32)), mask = _mm256_set1_epi8(0x0F);
         *lo = _mm256_and_si256(v, mask);
@@ -106,6 +122,15 @@ AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i table = lut ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lut)) : _mm256_setzero_si256();
+    // Pair panels' entries: the first codes (even bytes of the LUT), then the second codes.
+    __m128i firsts = _mm_setzero_si128(), seconds = _mm_setzero_si128();
+    if (bits == SHRINK_PAIR_PANELS) {
+        const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+        const __m128i a = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)lut), split);
+        const __m128i b = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(lut + 16)), split);
+        firsts = _mm_unpacklo_epi64(a, b);
+        seconds = _mm_unpackhi_epi64(a, b);
+    }
     const __m256i low_table = lut && low ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)low)) : _mm256_setzero_si256();
     // Codes that can exceed 15 go through the signed form (q - 128); see the top of the file.
     const int signed_form = bits == 8 || lut != NULL;
@@ -139,15 +164,15 @@ AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint
             if (bits < 8) {
                 for (int t = 0; t < 4; t++) {
                     __m256i lo, hi;
-                    octet_quads(w, bits, block, t, h, &lo, &hi);
+                    octet_quads(w, bits, firsts, seconds, block, t, h, &lo, &hi);
                     __m256i low_lo = _mm256_setzero_si256(), low_hi = _mm256_setzero_si256();
                     if (lut && low) {
                         low_lo = _mm256_xor_si256(_mm256_shuffle_epi8(low_table, lo), flip);
                         low_hi = _mm256_xor_si256(_mm256_shuffle_epi8(low_table, hi), flip);
                     }
                     if (lut) {
-                        lo = _mm256_xor_si256(_mm256_shuffle_epi8(table, lo), flip);
-                        hi = _mm256_xor_si256(_mm256_shuffle_epi8(table, hi), flip);
+                        lo = _mm256_xor_si256(bits == SHRINK_PAIR_PANELS ? lo : _mm256_shuffle_epi8(table, lo), flip);
+                        hi = _mm256_xor_si256(bits == SHRINK_PAIR_PANELS ? hi : _mm256_shuffle_epi8(table, hi), flip);
                     }
                     const __m256i lo_magnitude = lut ? _mm256_abs_epi8(lo) : lo, hi_magnitude = lut ? _mm256_abs_epi8(hi) : hi;
                     const __m256i low_lo_magnitude = _mm256_abs_epi8(low_lo), low_hi_magnitude = _mm256_abs_epi8(low_hi);
@@ -208,7 +233,7 @@ AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint
 }
 
 #define TILE_AVX2(MR)                                                                                                                 \
-    tile(w + panel * panel_bytes, code_bits, luts ? luts + panel * 16 : NULL,                                                       \
+    tile(w + panel * panel_bytes, code_bits, luts ? luts + panel * shrink_lut_bytes(code_bits) : NULL,                                                       \
          low ? low + panel * (code_bits < 8 ? 16 : panel_bytes) : NULL, zero_points ? zero_points + panel * panel_floats : NULL,          \
          multipliers ? multipliers + panel * panel_floats : NULL, blocks_per_wblock, h, kpad, scale_blocks,                          \
          scale_table + panel * scale_floats, offset_table ? offset_table + panel * panel_floats : NULL, xq + m * kpad,             \
@@ -224,7 +249,7 @@ AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int code_bits, const ui
     const size_t blocks = kpad / 32;
     const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
     const size_t panel_floats = wblocks * 16;
-    const size_t panel_bytes = kpad * 2 * (size_t)code_bits;
+    const size_t panel_bytes = shrink_panel_bytes(kpad, code_bits);
     // The same choice of arithmetic as the other variants: integer-scaled at every row count,
     // otherwise centered from SHRINK_WIDEN_FROM_ROWS rows.
     if (code_bits < 8 && !luts) low = NULL;

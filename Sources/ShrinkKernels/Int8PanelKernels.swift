@@ -119,10 +119,10 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
         }
         switch self {
         case .avx512vnni:
-            shrink_gemm_u8s8_panels(codes, Int32(w.packedBits), luts, low, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
+            shrink_gemm_u8s8_panels(codes, w.kernelLayout, luts, low, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
                                     offsets, panels.lowerBound, panels.upperBound, xq, xScales, xSums, xIntegerSums, rows, y, ldy, bias)
         case .avx2:
-            shrink_gemm_u8s8_panels_avx2(codes, Int32(w.packedBits), luts, low, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
+            shrink_gemm_u8s8_panels_avx2(codes, w.kernelLayout, luts, low, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
                                          offsets, panels.lowerBound, panels.upperBound, xq, xScales, xSums, xIntegerSums, rows, y, ldy, bias)
         case .swift:
             let kpad = w.paddedColumns, blocks = kpad / 32, panelFloats = w.weightBlocks * 16

@@ -1,3 +1,4 @@
+import CShrinkKernels
 import ShrinkCore
 
 /// An encoded weight `[rows, columns]` repacked once at load for integer dot products: one code
@@ -19,8 +20,10 @@ import ShrinkCore
 ///   `a < 2 · range / 65534`, below 2⁻¹⁶ of the range per entry, and every f16 entry of at least
 ///   1,024 `a` (about 1/32 of the range) exact. Output-channel scales fold into `a` and `o`;
 /// - vector palettes grouped along the output channels: the LUT values on their group's grid as
-///   for scalar palettes (an `int8` LUT exactly in 8 bits), each weight coded as its lane of its
-///   vector's entry, one byte per weight (two with two planes);
+///   for scalar palettes (an `int8` LUT exactly in 8 bits). Pairs of at most 16 entries on an 8-bit
+///   grid, one LUT per panel, keep their 4-bit indices (pair panels: a 32-byte LUT per panel);
+///   otherwise each weight is coded as its lane of its vector's entry, one byte per weight (two
+///   with two planes);
 /// - other palettes (groups along the inputs): each decoded row on the same kind of grid (8 bits
 ///   when every row is exact on it, else 16).
 /// Codes of at most 2 bits are packed four to a byte (crumb panels), of 3 bits in a crumb and a bit
@@ -33,8 +36,11 @@ public final class Int8PanelWeights: @unchecked Sendable {
     /// `columns` rounded up to a multiple of 32.
     public let paddedColumns: Int
     public let panels: Int
-    /// Bits per packed code: 2 (crumb panels), 3 (tribit panels), 4 (nibble panels) or 8 (byte panels).
+    /// Bits per packed code: 2 (crumb panels), 3 (tribit panels), 4 (nibble panels) or 8 (byte
+    /// panels); 2 per weight for pair panels.
     public let packedBits: Int
+    /// Whether the codes are pair panels: a 4-bit index per pair of adjacent inputs.
+    public let pairedEntries: Bool
     /// Activation blocks (32 inputs) per weight block.
     public let blocksPerWeightBlock: Int
     /// Weight blocks per row.
@@ -90,6 +96,9 @@ public final class Int8PanelWeights: @unchecked Sendable {
     /// Whether nibble codes run in the integer-scaled form (see `shrink_kernels.h`).
     public var isIntegerScaled: Bool { multipliers != nil }
 
+    /// The kernels' `code_bits` (see `shrink_gemm_u8s8_panels`).
+    var kernelLayout: Int32 { pairedEntries ? SHRINK_PAIR_PANELS : Int32(packedBits) }
+
     /// Bits per code the kernels multiply: 8, or 16 in two planes.
     public var codeBits: Int { lowPlane == nil ? 8 : 16 }
 
@@ -98,6 +107,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
         let codes = lowPlane == nil ? "8-bit codes" : "16-bit codes (two planes)"
         if halfBlocks != nil { return (packedBits == 4 ? "4-bit" : "6-bit") + " codes, 8-bit multipliers per 16 inputs" }
         if isIntegerScaled { return "4-bit codes, integer block scales" }
+        if pairedEntries { return "4-bit pair indices → " + codes }
         if packedBits < 8 { return luts == nil ? "\(packedBits)-bit codes" : "\(packedBits)-bit LUT indices → " + codes }
         return codes + (hasCenteredBytes ? ", centered" : "")
     }
@@ -116,6 +126,9 @@ public final class Int8PanelWeights: @unchecked Sendable {
         var exact: Bool
         var lowCodes: [UInt8]? = nil
         var rowLowLUTs: [[UInt8]]? = nil
+        /// Pair panels: `codes` holds one index per pair of adjacent inputs, `rowLUTs` 32 bytes
+        /// per row (each entry's two codes).
+        var pairs = false
         /// Integer block scales: the multiplier of each row's weight blocks and each row's scale
         /// (`rowScales` = multiplier × row scale).
         var integerScales: (multipliers: [UInt8], rowScales: [Float])? = nil
@@ -165,23 +178,27 @@ public final class Int8PanelWeights: @unchecked Sendable {
                 for column in 0..<columns { codeMatrix[row * columns + column] = rowLUTs[row][Int(codeMatrix[row * columns + column])] }
             }
         }
-        let packedBits = matrix.codeBits > 4 || (matrix.rowLUTs != nil && sharedLUTs == nil) ? 8
+        let packedBits = matrix.pairs ? 2 : matrix.codeBits > 4 || (matrix.rowLUTs != nil && sharedLUTs == nil) ? 8
             : halfBlocks != nil ? 4 : max(2, matrix.codeBits)
+        let layout = matrix.pairs ? SHRINK_PAIR_PANELS : Int32(packedBits)
         self.packedBits = packedBits
+        pairedEntries = matrix.pairs
         let centered = packedBits < 8 || !matrix.exact || halfBlocks != nil || lowMatrix != nil ? nil
             : Self.centeredByteCodes(codeMatrix, matrix, rows: rows, columns: columns, weightBlock: blocksPerWeightBlock * 32)
         if let centered { codeMatrix = centered }
         hasCenteredBytes = centered != nil
-        let panelBytes = paddedColumns * 2 * packedBits
+        let panelBytes = shrink_panel_bytes(paddedColumns, layout)
         // Cache-line aligned (the arena's alignment), so that every 64-byte load of the kernels reads one line.
         let packed = arena.allocate(UInt8.self, count: panels * panelBytes)
         codeMatrix.withUnsafeBufferPointer { source in
-            Self.pack(source.baseAddress!, rows: rows, columns: columns, bits: packedBits, panelBytes: panelBytes, into: packed.baseAddress!)
+            Self.pack(source.baseAddress!, rows: rows, columns: columns, bits: Int(layout),
+                      panelBytes: panelBytes, into: packed.baseAddress!)
         }
         codes = packed
         if let sharedLUTs {
-            let tables = arena.allocate(UInt8.self, count: panels * 16)
-            for panel in 0..<panels { for entry in 0..<16 { tables[panel * 16 + entry] = sharedLUTs[panel * 16][entry] } }
+            let lutBytes = shrink_lut_bytes(layout)
+            let tables = arena.allocate(UInt8.self, count: panels * lutBytes)
+            for panel in 0..<panels { for entry in 0..<lutBytes { tables[panel * lutBytes + entry] = sharedLUTs[panel * 16][entry] } }
             luts = tables
             lowPlane = matrix.rowLowLUTs.map { lowLUTs in
                 let tables = arena.allocate(UInt8.self, count: panels * 16)
@@ -289,14 +306,20 @@ public final class Int8PanelWeights: @unchecked Sendable {
         isExact ? 0 : scales[(row / 16) * weightBlocks * 16 + row % 16] / 2
     }
 
-    /// Codes of `bits` bits (2, 3, 4 or 8), row-major, into panels of `panelBytes` (zeroed) in the
-    /// layouts of `shrink_kernels.h`.
+    /// Codes of `bits` bits (2, 3, 4 or 8), row-major, or pair indices (`SHRINK_PAIR_PANELS`, `columns / 2`
+    /// per row), into panels of `panelBytes` (zeroed) in the layouts of `shrink_kernels.h`.
     static func pack(_ source: UnsafePointer<UInt8>, rows: Int, columns: Int, bits: Int, panelBytes: Int,
                      into target: UnsafeMutablePointer<UInt8>) {
         for row in 0..<rows {
             let panel = target + (row / 16) * panelBytes, lane = (row % 16) * 4
             let sourceRow = source + row * columns
             switch bits {
+            case Int(SHRINK_PAIR_PANELS):
+                let pairRow = source + row * (columns / 2), lane = (row % 16) * 2
+                for pair in 0..<(columns / 2) {
+                    let column = 2 * pair
+                    panel[(column >> 3) * 32 + lane + ((column >> 1) & 1)] |= pairRow[pair] << UInt8(4 * ((column >> 2) & 1))
+                }
             case 2, 3:
                 let blockBytes = bits == 2 ? 128 : 192
                 for column in 0..<columns {
@@ -321,6 +344,11 @@ public final class Int8PanelWeights: @unchecked Sendable {
     @inline(__always)
     func code(panel: Int, lane: Int, input: Int, codes: UnsafePointer<UInt8>, luts: UnsafePointer<UInt8>?,
               low: UnsafePointer<UInt8>? = nil) -> Int32 {
+        if pairedEntries {
+            let byte = codes[panel * paddedColumns * 4 + (input >> 3) * 32 + lane * 2 + ((input >> 1) & 1)]
+            let entry = Int((input & 7) < 4 ? byte & 0x0F : byte >> 4)
+            return Int32(luts![panel * 32 + entry * 2 + (input & 1)])
+        }
         if packedBits < 8 {
             let index: Int
             if packedBits < 4 {
@@ -373,6 +401,13 @@ public final class Int8PanelWeights: @unchecked Sendable {
             var (matrix, _, rowCodes, wide) = paletteGrid(weight, palette)
             let width = palette.vectorSize
             let indices = unpack(weight.parts["indices"]!.bytes, count: rows * columns / width, bits: palette.bits)
+            if width == 2, palette.bits <= 4, !wide, (0..<rows).allSatisfy({ rowCodes[$0] == rowCodes[$0 / 16 * 16] }) {
+                // Pair panels: the indices as stored, each row's entries as its 32-byte LUT.
+                matrix.codes = indices
+                matrix.rowLUTs = rowCodes.map { codes in (0..<32).map { $0 < codes.count ? UInt8(codes[$0]) : 0 } }
+                (matrix.codeBits, matrix.pairs) = (4, true)
+                return matrix
+            }
             let codes = (0..<(rows * columns)).map { rowCodes[$0 / columns][Int(indices[$0 / width]) * width + $0 % width] }
             (matrix.codes, matrix.lowCodes) = planes(codes, wide: wide)
             (matrix.codeBits, matrix.rowLUTs, matrix.rowLowLUTs) = (8, nil, nil)

@@ -245,6 +245,13 @@ import ShrinkTestSupport
         let affineTribits = Int8PanelWeights(weight: try WeightCompressor.encode(
             name: "w", tensor: tensor, config: EncodingCatalog.quantize(3, symmetric: true, .perChannel(axis: 0))))!
         #expect(affineTribits.packedBits == 3 && affineTribits.isExact && affineTribits.codeDescription == "3-bit codes")
+        let pairs = Int8PanelWeights(weight: try WeightCompressor.encode(
+            name: "w", tensor: tensor, config: EncodingCatalog.palettize(4, .kmeans, .perGroupedChannel(axis: 0, groupSize: 16), vector: 2, lut: .i8)))!
+        #expect(pairs.pairedEntries && pairs.packedBits == 2 && pairs.isExact && pairs.codeDescription == "4-bit pair indices → 8-bit codes",
+                "int8 pairs of 16 entries per 16 channels: pair panels")
+        let splitPairs = Int8PanelWeights(weight: try WeightCompressor.encode(
+            name: "w", tensor: tensor, config: EncodingCatalog.palettize(4, .kmeans, .perGroupedChannel(axis: 0, groupSize: 8), vector: 2, lut: .i8)))!
+        #expect(!splitPairs.pairedEntries && splitPairs.packedBits == 8, "pairs whose LUTs split the panels take a byte per weight")
         let grouped = Int8PanelWeights(weight: try WeightCompressor.encode(
             name: "w", tensor: tensor, config: EncodingCatalog.palettize(4, .kmeans, .perGroupedChannel(axis: 0, groupSize: 8))))!
         #expect(grouped.packedBits == 8, "groups of 8 channels split the panels of 16: codes take a byte")

@@ -119,7 +119,12 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 //   2g would, crumbs 2 and 3 those of octet 2g + 1, so both run through one octet loop;
 // - tribit panels (3-bit codes): per block of 32 inputs, 192 bytes: the codes' low two bits as the
 //   block's two crumb groups (128 bytes), then 64 bytes of their third bits, byte 4r + i holding
-//   in bit j that of channel r at input 32b + 4j + i; a panel is kpad * 6 bytes.
+//   in bit j that of channel r at input 32b + 4j + i; a panel is kpad * 6 bytes;
+// - pair panels (code_bits = SHRINK_PAIR_PANELS: vector palettes whose entries are two adjacent
+//   inputs' codes, at most 16 entries): for input octet t, 32 bytes, byte 2r + h holding in its low
+//   nibble the entry of channel r's pair at inputs 8t + 2h, 8t + 2h + 1 and in its high nibble the
+//   pair at 8t + 4 + 2h, 8t + 5 + 2h; a panel is kpad * 4 bytes. The LUT is 32 bytes per panel,
+//   entry e's two codes (first input first) at bytes 2e, 2e + 1; there is no low plane.
 // With a LUT (16 bytes per panel), a packed code is an index and its code is lut[index].
 // Two planes (`low` not NULL): codes are 16 bits, q = 256 * high + low, where high is the code the
 // panels above give and low comes from a second table of the same layout: for nibble panels with
@@ -149,7 +154,18 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 // centers them in registers (q - z + 16, dot starting at -16 * sum(q_x)) and multiplies each
 // block's sum by m, which is the same integer.
 
-/// From this many rows on, 2-, 3- and 4-bit panels are widened to bytes once per pair of panels (in a
+/// The code_bits of pair panels.
+#define SHRINK_PAIR_PANELS 1
+
+/// Bytes of one panel of codes over kpad inputs, code_bits as for shrink_gemm_u8s8_panels.
+static inline size_t shrink_panel_bytes(size_t kpad, int code_bits) {
+    return code_bits == SHRINK_PAIR_PANELS ? kpad * 4 : kpad * 2 * (size_t)code_bits;
+}
+
+/// Bytes of one panel's LUT: 32 for pair panels, else 16.
+static inline size_t shrink_lut_bytes(int code_bits) { return code_bits == SHRINK_PAIR_PANELS ? 32 : 16; }
+
+/// From this many rows on, 2-, 3- and 4-bit panels and pair panels are widened to bytes once per pair of panels (in a
 /// per-thread buffer) and run in tiles of 4 rows by 2 panels, instead of being unpacked in every
 /// tile of up to 8 rows of one panel. Below it the widening pass costs more than it saves (MiniLM
 /// batch 1, ~9 tokens, 1 thread: 4-bit at 1,050–1,120 sentences/s with 16 against 970–1,020 with
@@ -169,8 +185,9 @@ void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, 
                              float *scales, float *sums, int32_t *integer_sums);
 
 /// y[m * ldy + c] for m < rows and the channels c < n of panels [panel_begin, panel_end), codes of
-/// code_bits bits (8: byte panels, 4: nibble, 3: tribit, 2: crumb panels) (bias may be NULL; luts
-/// is NULL unless nibble, tribit or crumb indices go through per-panel LUTs; low is NULL unless the
+/// code_bits bits (8: byte panels, 4: nibble, 3: tribit, 2: crumb panels) or pair panels (bias may
+/// be NULL; luts is NULL unless nibble, tribit or crumb indices go through per-panel LUTs, and
+/// holds the pair panels' entries; low is NULL unless the
 /// codes have two planes (then there are no zero points or multipliers); zero_points, laid
 /// out like the scales, is NULL unless the nibble codes are affine with o = a * z, which allows the
 /// centered form; multipliers (laid out like the zero points) and channel_scales (16 floats per
