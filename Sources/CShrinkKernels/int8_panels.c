@@ -68,17 +68,35 @@ VNNI INLINE __m512i bit_to_2(__m512i v, int from) {
     return from >= 2 ? _mm512_srli_epi16(v, (unsigned)(from - 2)) : _mm512_slli_epi16(v, (unsigned)(2 - from));
 }
 
-/// A panel's table as the kernels hold it: 16 bytes in each 128-bit lane (`vpshufb`), or for
-/// pair panels its 16 entries of two bytes, twice (`vpermw` reads 5 bits of each index).
-VNNI INLINE __m512i panel_table(const uint8_t *lut, int bits) {
+/// A panel's table as the kernels hold it: 16 bytes in each 128-bit lane (`vpshufb`); for pair
+/// panels their 16 entries of two bytes, twice (`vpermw` reads 5 bits of each index); for 64-entry
+/// pair panels entries 0..31 (`upper`: 32..63, for `vpermi2w`, which reads 6 bits).
+VNNI INLINE __m512i panel_table(const uint8_t *lut, int bits, __m512i *upper) {
+    *upper = bits == SHRINK_PAIR64_PANELS ? _mm512_loadu_si512(lut + 64) : _mm512_setzero_si512();
+    if (bits == SHRINK_PAIR64_PANELS) return _mm512_loadu_si512(lut);
     if (bits == SHRINK_PAIR_PANELS) return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)lut));
     return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)lut));
 }
 
 /// The codes of octet t (inputs 8t..8t+3 in `lo`, 8t+4..8t+7 in `hi`, one byte each) of activation
 /// block `block` of a nibble, crumb or tribit panel (indices, for the caller's LUT), or of a pair
-/// panel (codes: its entries looked up in `pairs`, a `panel_table`).
-VNNI INLINE void octet_quads(const uint8_t *panel, int bits, __m512i pairs, size_t block, int t, __m512i *lo, __m512i *hi) {
+/// panel (codes: its entries looked up in `pairs` and `upper`, a `panel_table`).
+VNNI INLINE void octet_quads(const uint8_t *panel, int bits, __m512i pairs, __m512i upper, size_t block, int t, __m512i *lo, __m512i *hi) {
+    if (bits == SHRINK_PAIR64_PANELS) {
+        // Index bits 0..3 as in a pair panel; bits 4..5 from crumb 2 (t % 2) + quad of the pair's byte.
+        const uint8_t *base = panel + block * 192;
+        const __m512i words = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(base + (size_t)t * 32)));
+        const __m512i crumbs = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(base + 128 + (size_t)(t / 2) * 32)));
+        const __m512i nibble = _mm512_set1_epi16(0x000F);
+        const int c = 2 * (t % 2);
+        // Crumb c to bits 4..5: left by 4 - 2c (c = 0, 2), and crumb c + 1 left by 2 - 2c.
+        const __m512i first = c == 0 ? _mm512_slli_epi16(crumbs, 4) : crumbs;
+        const __m512i second = c == 0 ? _mm512_slli_epi16(crumbs, 2) : _mm512_srli_epi16(crumbs, 2);
+        // (a & 0xF) | (b & ~0xF): ternary logic 0xE4 is "c ? a : b".
+        *lo = _mm512_permutex2var_epi16(pairs, _mm512_ternarylogic_epi32(words, first, nibble, 0xE4), upper);
+        *hi = _mm512_permutex2var_epi16(pairs, _mm512_ternarylogic_epi32(_mm512_srli_epi16(words, 4), second, nibble, 0xE4), upper);
+        return;
+    }
     if (bits == SHRINK_PAIR_PANELS) {
         // Word 2r + h: channel r's pairs at inputs 8t + 2h (low nibble) and 8t + 4 + 2h (high).
         const __m512i words = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(panel + block * 128 + (size_t)t * 32)));
@@ -117,9 +135,9 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
                       const int8_t *xq, const float *xscales, const float *xsums, const int32_t *xisums, int mr, float *y, size_t ldy,
                       size_t n0, size_t n, const float *bias) {
     const size_t blocks = kpad / 32;
-    __m512i table[2], low_table[2];
+    __m512i table[2], upper[2], low_table[2];
     for (int p = 0; p < np; p++) {
-        table[p] = luts ? panel_table(luts + p * shrink_lut_bytes(bits), bits) : _mm512_setzero_si512();
+        table[p] = luts ? panel_table(luts + p * shrink_lut_bytes(bits), bits, &upper[p]) : _mm512_setzero_si512();
         low_table[p] = luts && low ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(low + p * 16))) : _mm512_setzero_si512();
     }
     __m512 acc[MAX_TILE_ROWS][2];
@@ -150,12 +168,12 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
                 for (int t = 0; t < 4; t++) {
                     __m512i lo[2], hi[2], low_lo[2], low_hi[2];
                     for (int p = 0; p < np; p++) {
-                        octet_quads(w + p * panel_bytes, bits, table[p], block, t, &lo[p], &hi[p]);
+                        octet_quads(w + p * panel_bytes, bits, table[p], upper[p], block, t, &lo[p], &hi[p]);
                         if (luts && low) {
                             low_lo[p] = _mm512_shuffle_epi8(low_table[p], lo[p]);
                             low_hi[p] = _mm512_shuffle_epi8(low_table[p], hi[p]);
                         }
-                        if (luts && bits != SHRINK_PAIR_PANELS) {
+                        if (luts && !shrink_is_pair_layout(bits)) {
                             lo[p] = _mm512_shuffle_epi8(table[p], lo[p]);
                             hi[p] = _mm512_shuffle_epi8(table[p], hi[p]);
                         }
@@ -347,7 +365,7 @@ VNNI INLINE void gemm_panels(const uint8_t *w, int bits, const uint8_t *luts, co
     }
 }
 
-/// Panels of `bits`-bit codes (2, 3 or 4) or pair panels [begin, end) widened to byte panels (LUT applied)
+/// Panels of `bits`-bit codes (2, 3 or 4) or pair panels of either size [begin, end) widened to byte panels (LUT applied)
 /// in `out`: each octet becomes the two 64-byte quads it holds; with `low` LUTs, the low plane likewise in `out_low`.
 /// With `zero_points` (u8, laid out like the scales), each
 /// code q becomes q - z + 128 for its channel's and weight block's zero point z ("centered"), and
@@ -359,7 +377,8 @@ VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, c
     for (size_t panel = begin; panel < end; panel++) {
         const uint8_t *source = w + panel * shrink_panel_bytes(kpad, bits);
         uint8_t *target = out + (panel - begin) * kpad * 16, *low_target = out_low + (panel - begin) * kpad * 16;
-        __m512i table = luts ? panel_table(luts + panel * shrink_lut_bytes(bits), bits) : _mm512_setzero_si512();
+        __m512i upper = _mm512_setzero_si512();
+        __m512i table = luts ? panel_table(luts + panel * shrink_lut_bytes(bits), bits, &upper) : _mm512_setzero_si512();
         __m512i low_table = low ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(low + panel * 16))) : _mm512_setzero_si512();
         __m512i shift = _mm512_setzero_si512(), factor = _mm512_setzero_si512();
         size_t wblock = (size_t)-1;
@@ -378,12 +397,12 @@ VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, c
                 }
             }
             __m512i lo, hi;
-            octet_quads(source, bits, table, octet / 4, (int)(octet % 4), &lo, &hi);
+            octet_quads(source, bits, table, upper, octet / 4, (int)(octet % 4), &lo, &hi);
             if (low) {
                 _mm512_storeu_si512(low_target + octet * 128, _mm512_shuffle_epi8(low_table, lo));
                 _mm512_storeu_si512(low_target + octet * 128 + 64, _mm512_shuffle_epi8(low_table, hi));
             }
-            if (luts && bits != SHRINK_PAIR_PANELS) {
+            if (luts && !shrink_is_pair_layout(bits)) {
                 lo = _mm512_shuffle_epi8(table, lo);
                 hi = _mm512_shuffle_epi8(table, hi);
             }
@@ -469,6 +488,8 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int code_bits, const uint8_t
         PACKED_PANELS(3);
     } else if (code_bits == SHRINK_PAIR_PANELS) {
         PANELS(w, SHRINK_PAIR_PANELS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else if (code_bits == SHRINK_PAIR64_PANELS) {
+        PANELS(w, SHRINK_PAIR64_PANELS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     } else {
         PACKED_PANELS(2);
     }

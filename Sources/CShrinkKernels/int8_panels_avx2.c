@@ -84,15 +84,38 @@ AVX2 INLINE __m256i pair_codes(__m128i entries, __m128i first, __m128i second) {
     return _mm256_set_m128i(_mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(a, b));
 }
 
+/// The same for 64 entries: entry 16k + e (e from `entries`, k from `groups`, one per byte) from
+/// the k-th 16 entries' first and second codes.
+AVX2 INLINE __m256i pair64_codes(__m128i entries, __m128i groups, const __m128i *first, const __m128i *second) {
+    __m128i a = _mm_setzero_si128(), b = _mm_setzero_si128();
+    for (int k = 0; k < 4; k++) {
+        const __m128i chosen = _mm_cmpeq_epi8(groups, _mm_set1_epi8((char)k));
+        a = _mm_blendv_epi8(a, _mm_shuffle_epi8(first[k], entries), chosen);
+        b = _mm_blendv_epi8(b, _mm_shuffle_epi8(second[k], entries), chosen);
+    }
+    return _mm256_set_m128i(_mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(a, b));
+}
+
 /// The codes of half `h` (channels 8h..8h+7) of octet t of activation block `block`, one byte each:
 /// inputs 8t..8t+3 in `lo`, 8t+4..8t+7 in `hi`. Indices of a nibble, crumb or tribit panel (for the
-/// caller's LUT), codes of a pair panel (its entries' first and second codes in `first`, `second`).
-AVX2 INLINE void octet_quads(const uint8_t *panel, int bits, __m128i first, __m128i second, size_t block, int t, int h, __m256i *lo,
-                             __m256i *hi) {
+/// caller's LUT), codes of a pair panel (its entries' first and second codes, 16 entries per
+/// register, in `first` and `second`).
+AVX2 INLINE void octet_quads(const uint8_t *panel, int bits, const __m128i *first, const __m128i *second, size_t block, int t, int h,
+                             __m256i *lo, __m256i *hi) {
+    const __m128i nibble = _mm_set1_epi8(0x0F);
+    if (bits == SHRINK_PAIR64_PANELS) {
+        const uint8_t *base = panel + block * 192;
+        const __m128i v = _mm_loadu_si128((const __m128i *)(base + (size_t)t * 32 + h * 16));
+        const __m128i crumbs = _mm_loadu_si128((const __m128i *)(base + 128 + (size_t)(t / 2) * 32 + h * 16)), mask = _mm_set1_epi8(0x03);
+        const int c = 2 * (t % 2);
+        *lo = pair64_codes(_mm_and_si128(v, nibble), _mm_and_si128(_mm_srli_epi16(crumbs, 2 * c), mask), first, second);
+        *hi = pair64_codes(_mm_and_si128(_mm_srli_epi16(v, 4), nibble), _mm_and_si128(_mm_srli_epi16(crumbs, 2 * c + 2), mask), first, second);
+        return;
+    }
     if (bits == SHRINK_PAIR_PANELS) {
-        const __m128i v = _mm_loadu_si128((const __m128i *)(panel + block * 128 + (size_t)t * 32 + h * 16)), mask = _mm_set1_epi8(0x0F);
-        *lo = pair_codes(_mm_and_si128(v, mask), first, second);
-        *hi = pair_codes(_mm_and_si128(_mm_srli_epi16(v, 4), mask), first, second);
+        const __m128i v = _mm_loadu_si128((const __m128i *)(panel + block * 128 + (size_t)t * 32 + h * 16));
+        *lo = pair_codes(_mm_and_si128(v, nibble), first[0], second[0]);
+        *hi = pair_codes(_mm_and_si128(_mm_srli_epi16(v, 4), nibble), first[0], second[0]);
         return;
     }
     if (bits == 4) {
@@ -122,14 +145,17 @@ AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i table = lut ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lut)) : _mm256_setzero_si256();
-    // Pair panels' entries: the first codes (even bytes of the LUT), then the second codes.
-    __m128i firsts = _mm_setzero_si128(), seconds = _mm_setzero_si128();
-    if (bits == SHRINK_PAIR_PANELS) {
+    // Pair panels' entries, 16 at a time: the first codes (even bytes of the LUT), then the second codes.
+    __m128i firsts[4], seconds[4];
+    for (int k = 0; k < 4; k++) firsts[k] = seconds[k] = _mm_setzero_si128();
+    if (shrink_is_pair_layout(bits)) {
         const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-        const __m128i a = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)lut), split);
-        const __m128i b = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(lut + 16)), split);
-        firsts = _mm_unpacklo_epi64(a, b);
-        seconds = _mm_unpackhi_epi64(a, b);
+        for (int k = 0; k < (bits == SHRINK_PAIR64_PANELS ? 4 : 1); k++) {
+            const __m128i a = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(lut + 32 * k)), split);
+            const __m128i b = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(lut + 32 * k + 16)), split);
+            firsts[k] = _mm_unpacklo_epi64(a, b);
+            seconds[k] = _mm_unpackhi_epi64(a, b);
+        }
     }
     const __m256i low_table = lut && low ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)low)) : _mm256_setzero_si256();
     // Codes that can exceed 15 go through the signed form (q - 128); see the top of the file.
@@ -171,8 +197,8 @@ AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint
                         low_hi = _mm256_xor_si256(_mm256_shuffle_epi8(low_table, hi), flip);
                     }
                     if (lut) {
-                        lo = _mm256_xor_si256(bits == SHRINK_PAIR_PANELS ? lo : _mm256_shuffle_epi8(table, lo), flip);
-                        hi = _mm256_xor_si256(bits == SHRINK_PAIR_PANELS ? hi : _mm256_shuffle_epi8(table, hi), flip);
+                        lo = _mm256_xor_si256(shrink_is_pair_layout(bits) ? lo : _mm256_shuffle_epi8(table, lo), flip);
+                        hi = _mm256_xor_si256(shrink_is_pair_layout(bits) ? hi : _mm256_shuffle_epi8(table, hi), flip);
                     }
                     const __m256i lo_magnitude = lut ? _mm256_abs_epi8(lo) : lo, hi_magnitude = lut ? _mm256_abs_epi8(hi) : hi;
                     const __m256i low_lo_magnitude = _mm256_abs_epi8(low_lo), low_hi_magnitude = _mm256_abs_epi8(low_hi);

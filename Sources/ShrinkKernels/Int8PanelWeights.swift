@@ -20,8 +20,9 @@ import ShrinkCore
 ///   `a < 2 · range / 65534`, below 2⁻¹⁶ of the range per entry, and every f16 entry of at least
 ///   1,024 `a` (about 1/32 of the range) exact. Output-channel scales fold into `a` and `o`;
 /// - vector palettes grouped along the output channels: the LUT values on their group's grid as
-///   for scalar palettes (an `int8` LUT exactly in 8 bits). Pairs of at most 16 entries on an 8-bit
-///   grid, one LUT per panel, keep their 4-bit indices (pair panels: a 32-byte LUT per panel);
+///   for scalar palettes (an `int8` LUT exactly in 8 bits). Pairs of at most 64 entries on an 8-bit
+///   grid, one LUT per panel, keep their 4- or 6-bit indices (pair panels: a LUT of 32 or 128 bytes
+///   per panel);
 ///   otherwise each weight is coded as its lane of its vector's entry, one byte per weight (two
 ///   with two planes);
 /// - other palettes (groups along the inputs): each decoded row on the same kind of grid (8 bits
@@ -37,9 +38,9 @@ public final class Int8PanelWeights: @unchecked Sendable {
     public let paddedColumns: Int
     public let panels: Int
     /// Bits per packed code: 2 (crumb panels), 3 (tribit panels), 4 (nibble panels) or 8 (byte
-    /// panels); 2 per weight for pair panels.
+    /// panels); per weight for pair panels: 2 (4-bit indices) or 3 (6-bit).
     public let packedBits: Int
-    /// Whether the codes are pair panels: a 4-bit index per pair of adjacent inputs.
+    /// Whether the codes are pair panels: an index per pair of adjacent inputs.
     public let pairedEntries: Bool
     /// Activation blocks (32 inputs) per weight block.
     public let blocksPerWeightBlock: Int
@@ -97,7 +98,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
     public var isIntegerScaled: Bool { multipliers != nil }
 
     /// The kernels' `code_bits` (see `shrink_gemm_u8s8_panels`).
-    var kernelLayout: Int32 { pairedEntries ? SHRINK_PAIR_PANELS : Int32(packedBits) }
+    var kernelLayout: Int32 { !pairedEntries ? Int32(packedBits) : packedBits == 2 ? SHRINK_PAIR_PANELS : SHRINK_PAIR64_PANELS }
 
     /// Bits per code the kernels multiply: 8, or 16 in two planes.
     public var codeBits: Int { lowPlane == nil ? 8 : 16 }
@@ -107,7 +108,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
         let codes = lowPlane == nil ? "8-bit codes" : "16-bit codes (two planes)"
         if halfBlocks != nil { return (packedBits == 4 ? "4-bit" : "6-bit") + " codes, 8-bit multipliers per 16 inputs" }
         if isIntegerScaled { return "4-bit codes, integer block scales" }
-        if pairedEntries { return "4-bit pair indices → " + codes }
+        if pairedEntries { return "\(2 * packedBits)-bit pair indices → " + codes }
         if packedBits < 8 { return luts == nil ? "\(packedBits)-bit codes" : "\(packedBits)-bit LUT indices → " + codes }
         return codes + (hasCenteredBytes ? ", centered" : "")
     }
@@ -126,8 +127,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
         var exact: Bool
         var lowCodes: [UInt8]? = nil
         var rowLowLUTs: [[UInt8]]? = nil
-        /// Pair panels: `codes` holds one index per pair of adjacent inputs, `rowLUTs` 32 bytes
-        /// per row (each entry's two codes).
+        /// Pair panels: `codes` holds one index (of `codeBits` ≤ 6 bits) per pair of adjacent inputs,
+        /// `rowLUTs` 32 or 128 bytes per row (each entry's two codes).
         var pairs = false
         /// Integer block scales: the multiplier of each row's weight blocks and each row's scale
         /// (`rowScales` = multiplier × row scale).
@@ -162,7 +163,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
         let panels = panels
         // Nibble indices keep their LUTs when the 16 channels of every panel share them.
         let sharedLUTs = matrix.rowLUTs.flatMap { luts in
-            matrix.codeBits <= 4 && (0..<panels).allSatisfy { panel in
+            (matrix.codeBits <= 4 || matrix.pairs) && (0..<panels).allSatisfy { panel in
                 (panel * 16..<min(rows, panel * 16 + 16)).allSatisfy {
                     luts[$0] == luts[panel * 16] && matrix.rowLowLUTs?[$0] == matrix.rowLowLUTs?[panel * 16]
                 }
@@ -178,9 +179,9 @@ public final class Int8PanelWeights: @unchecked Sendable {
                 for column in 0..<columns { codeMatrix[row * columns + column] = rowLUTs[row][Int(codeMatrix[row * columns + column])] }
             }
         }
-        let packedBits = matrix.pairs ? 2 : matrix.codeBits > 4 || (matrix.rowLUTs != nil && sharedLUTs == nil) ? 8
+        let packedBits = matrix.pairs ? (matrix.codeBits <= 4 ? 2 : 3) : matrix.codeBits > 4 || (matrix.rowLUTs != nil && sharedLUTs == nil) ? 8
             : halfBlocks != nil ? 4 : max(2, matrix.codeBits)
-        let layout = matrix.pairs ? SHRINK_PAIR_PANELS : Int32(packedBits)
+        let layout = !matrix.pairs ? Int32(packedBits) : packedBits == 2 ? SHRINK_PAIR_PANELS : SHRINK_PAIR64_PANELS
         self.packedBits = packedBits
         pairedEntries = matrix.pairs
         let centered = packedBits < 8 || !matrix.exact || halfBlocks != nil || lowMatrix != nil ? nil
@@ -306,8 +307,8 @@ public final class Int8PanelWeights: @unchecked Sendable {
         isExact ? 0 : scales[(row / 16) * weightBlocks * 16 + row % 16] / 2
     }
 
-    /// Codes of `bits` bits (2, 3, 4 or 8), row-major, or pair indices (`SHRINK_PAIR_PANELS`, `columns / 2`
-    /// per row), into panels of `panelBytes` (zeroed) in the layouts of `shrink_kernels.h`.
+    /// Codes of `bits` bits (2, 3, 4 or 8), row-major, or pair indices (`SHRINK_PAIR_PANELS`,
+    /// `SHRINK_PAIR64_PANELS`: `columns / 2` per row), into panels of `panelBytes` (zeroed) in the layouts of `shrink_kernels.h`.
     static func pack(_ source: UnsafePointer<UInt8>, rows: Int, columns: Int, bits: Int, panelBytes: Int,
                      into target: UnsafeMutablePointer<UInt8>) {
         for row in 0..<rows {
@@ -319,6 +320,14 @@ public final class Int8PanelWeights: @unchecked Sendable {
                 for pair in 0..<(columns / 2) {
                     let column = 2 * pair
                     panel[(column >> 3) * 32 + lane + ((column >> 1) & 1)] |= pairRow[pair] << UInt8(4 * ((column >> 2) & 1))
+                }
+            case Int(SHRINK_PAIR64_PANELS):
+                let pairRow = source + row * (columns / 2), lane = (row % 16) * 2
+                for pair in 0..<(columns / 2) {
+                    let column = 2 * pair, block = panel + (column >> 5) * 192, within = lane + ((column >> 1) & 1)
+                    block[((column >> 3) & 3) * 32 + within] |= (pairRow[pair] & 0x0F) << UInt8(4 * ((column >> 2) & 1))
+                    let crumb = 2 * ((column >> 3) & 1) + ((column >> 2) & 1)
+                    block[128 + ((column >> 4) & 1) * 32 + within] |= (pairRow[pair] >> 4) << UInt8(2 * crumb)
                 }
             case 2, 3:
                 let blockBytes = bits == 2 ? 128 : 192
@@ -345,9 +354,15 @@ public final class Int8PanelWeights: @unchecked Sendable {
     func code(panel: Int, lane: Int, input: Int, codes: UnsafePointer<UInt8>, luts: UnsafePointer<UInt8>?,
               low: UnsafePointer<UInt8>? = nil) -> Int32 {
         if pairedEntries {
-            let byte = codes[panel * paddedColumns * 4 + (input >> 3) * 32 + lane * 2 + ((input >> 1) & 1)]
-            let entry = Int((input & 7) < 4 ? byte & 0x0F : byte >> 4)
-            return Int32(luts![panel * 32 + entry * 2 + (input & 1)])
+            // Pair panels: the 4 low bits of the entry (and for 64 entries the 2 high ones).
+            let block = panel * paddedColumns * 2 * packedBits + (input >> 5) * 64 * packedBits, within = lane * 2 + ((input >> 1) & 1)
+            let byte = codes[block + ((input >> 3) & 3) * 32 + within]
+            var entry = Int((input & 7) < 4 ? byte & 0x0F : byte >> 4)
+            if packedBits == 3 {
+                let crumb = 2 * ((input >> 3) & 1) + ((input >> 2) & 1)
+                entry |= Int((codes[block + 128 + ((input >> 4) & 1) * 32 + within] >> UInt8(2 * crumb)) & 0x03) << 4
+            }
+            return Int32(luts![panel * 32 * (packedBits == 2 ? 1 : 4) + entry * 2 + (input & 1)])
         }
         if packedBits < 8 {
             let index: Int
@@ -401,11 +416,12 @@ public final class Int8PanelWeights: @unchecked Sendable {
             var (matrix, _, rowCodes, wide) = paletteGrid(weight, palette)
             let width = palette.vectorSize
             let indices = unpack(weight.parts["indices"]!.bytes, count: rows * columns / width, bits: palette.bits)
-            if width == 2, palette.bits <= 4, !wide, (0..<rows).allSatisfy({ rowCodes[$0] == rowCodes[$0 / 16 * 16] }) {
-                // Pair panels: the indices as stored, each row's entries as its 32-byte LUT.
+            if width == 2, palette.bits <= 6, !wide, (0..<rows).allSatisfy({ rowCodes[$0] == rowCodes[$0 / 16 * 16] }) {
+                // Pair panels: the indices as stored, each row's entries as its LUT of 16 or 64 entries.
+                let lutBytes = palette.bits <= 4 ? 32 : 128
                 matrix.codes = indices
-                matrix.rowLUTs = rowCodes.map { codes in (0..<32).map { $0 < codes.count ? UInt8(codes[$0]) : 0 } }
-                (matrix.codeBits, matrix.pairs) = (4, true)
+                matrix.rowLUTs = rowCodes.map { codes in (0..<lutBytes).map { $0 < codes.count ? UInt8(codes[$0]) : 0 } }
+                (matrix.codeBits, matrix.pairs) = (palette.bits <= 4 ? 4 : 6, true)
                 return matrix
             }
             let codes = (0..<(rows * columns)).map { rowCodes[$0 / columns][Int(indices[$0 / width]) * width + $0 % width] }

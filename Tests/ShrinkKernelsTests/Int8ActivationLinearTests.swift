@@ -249,6 +249,8 @@ import ShrinkTestSupport
             name: "w", tensor: tensor, config: EncodingCatalog.palettize(4, .kmeans, .perGroupedChannel(axis: 0, groupSize: 16), vector: 2, lut: .i8)))!
         #expect(pairs.pairedEntries && pairs.packedBits == 2 && pairs.isExact && pairs.codeDescription == "4-bit pair indices → 8-bit codes",
                 "int8 pairs of 16 entries per 16 channels: pair panels")
+        let widePairs = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: EncodingCatalog.palettize(6, vector: 2, lut: .i8)))!
+        #expect(widePairs.pairedEntries && widePairs.packedBits == 3 && widePairs.isExact && widePairs.codeDescription == "6-bit pair indices → 8-bit codes")
         let splitPairs = Int8PanelWeights(weight: try WeightCompressor.encode(
             name: "w", tensor: tensor, config: EncodingCatalog.palettize(4, .kmeans, .perGroupedChannel(axis: 0, groupSize: 8), vector: 2, lut: .i8)))!
         #expect(!splitPairs.pairedEntries && splitPairs.packedBits == 8, "pairs whose LUTs split the panels take a byte per weight")

@@ -124,7 +124,12 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 //   inputs' codes, at most 16 entries): for input octet t, 32 bytes, byte 2r + h holding in its low
 //   nibble the entry of channel r's pair at inputs 8t + 2h, 8t + 2h + 1 and in its high nibble the
 //   pair at 8t + 4 + 2h, 8t + 5 + 2h; a panel is kpad * 4 bytes. The LUT is 32 bytes per panel,
-//   entry e's two codes (first input first) at bytes 2e, 2e + 1; there is no low plane.
+//   entry e's two codes (first input first) at bytes 2e, 2e + 1; there is no low plane;
+// - 64-entry pair panels (code_bits = SHRINK_PAIR64_PANELS, 6-bit entry indices): per block b of
+//   32 inputs, 192 bytes: the indices' low 4 bits as the block's 4 octets of a pair panel (128
+//   bytes), then their high 2 bits, 32 bytes per two octets: byte 2r + h of octets 2u, 2u + 1
+//   holds in bits 2c..2c + 1 those of the pair of channel r at inputs 32b + 16u + 4c + 2h,
+//   32b + 16u + 4c + 2h + 1 (c = 0..3); a panel is kpad * 6 bytes, its LUT 128 bytes.
 // With a LUT (16 bytes per panel), a packed code is an index and its code is lut[index].
 // Two planes (`low` not NULL): codes are 16 bits, q = 256 * high + low, where high is the code the
 // panels above give and low comes from a second table of the same layout: for nibble panels with
@@ -154,16 +159,22 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 // centers them in registers (q - z + 16, dot starting at -16 * sum(q_x)) and multiplies each
 // block's sum by m, which is the same integer.
 
-/// The code_bits of pair panels.
+/// The code_bits of pair panels and of 64-entry pair panels.
 #define SHRINK_PAIR_PANELS 1
+#define SHRINK_PAIR64_PANELS 5
 
 /// Bytes of one panel of codes over kpad inputs, code_bits as for shrink_gemm_u8s8_panels.
 static inline size_t shrink_panel_bytes(size_t kpad, int code_bits) {
-    return code_bits == SHRINK_PAIR_PANELS ? kpad * 4 : kpad * 2 * (size_t)code_bits;
+    return code_bits == SHRINK_PAIR_PANELS ? kpad * 4 : code_bits == SHRINK_PAIR64_PANELS ? kpad * 6 : kpad * 2 * (size_t)code_bits;
 }
 
-/// Bytes of one panel's LUT: 32 for pair panels, else 16.
-static inline size_t shrink_lut_bytes(int code_bits) { return code_bits == SHRINK_PAIR_PANELS ? 32 : 16; }
+/// Bytes of one panel's LUT: 32 for pair panels, 128 for 64-entry ones, else 16.
+static inline size_t shrink_lut_bytes(int code_bits) {
+    return code_bits == SHRINK_PAIR_PANELS ? 32 : code_bits == SHRINK_PAIR64_PANELS ? 128 : 16;
+}
+
+/// Whether code_bits names pair panels (of either size).
+static inline int shrink_is_pair_layout(int code_bits) { return code_bits == SHRINK_PAIR_PANELS || code_bits == SHRINK_PAIR64_PANELS; }
 
 /// From this many rows on, 2-, 3- and 4-bit panels and pair panels are widened to bytes once per pair of panels (in a
 /// per-thread buffer) and run in tiles of 4 rows by 2 panels, instead of being unpacked in every
@@ -185,7 +196,7 @@ void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, 
                              float *scales, float *sums, int32_t *integer_sums);
 
 /// y[m * ldy + c] for m < rows and the channels c < n of panels [panel_begin, panel_end), codes of
-/// code_bits bits (8: byte panels, 4: nibble, 3: tribit, 2: crumb panels) or pair panels (bias may
+/// code_bits bits (8: byte panels, 4: nibble, 3: tribit, 2: crumb panels) or pair panels of either size (bias may
 /// be NULL; luts is NULL unless nibble, tribit or crumb indices go through per-panel LUTs, and
 /// holds the pair panels' entries; low is NULL unless the
 /// codes have two planes (then there are no zero points or multipliers); zero_points, laid
