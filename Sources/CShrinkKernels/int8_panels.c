@@ -70,9 +70,11 @@ VNNI INLINE __m512i bit_to_2(__m512i v, int from) {
 
 /// A panel's table as the kernels hold it: 16 bytes in each 128-bit lane (`vpshufb`); for pair
 /// panels their 16 entries of two bytes, twice (`vpermw` reads 5 bits of each index); for 64-entry
-/// pair panels entries 0..31 (`upper`: 32..63, for `vpermi2w`, which reads 6 bits).
+/// pair panels entries 0..31 (`upper`: 32..63, for `vpermi2w`, which reads 6 bits); for 2:4 panels
+/// the 16 bytes in each lane and (`upper`) the pruned weights' code in every byte.
 VNNI INLINE __m512i panel_table(const uint8_t *lut, int bits, __m512i *upper) {
-    *upper = bits == SHRINK_PAIR64_PANELS ? _mm512_loadu_si512(lut + 64) : _mm512_setzero_si512();
+    *upper = bits == SHRINK_PAIR64_PANELS ? _mm512_loadu_si512(lut + 64)
+             : bits == SHRINK_SPARSE24_PANELS ? _mm512_set1_epi8((char)lut[16]) : _mm512_setzero_si512();
     if (bits == SHRINK_PAIR64_PANELS) return _mm512_loadu_si512(lut);
     if (bits == SHRINK_PAIR_PANELS) return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)lut));
     return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)lut));
@@ -82,6 +84,30 @@ VNNI INLINE __m512i panel_table(const uint8_t *lut, int bits, __m512i *upper) {
 /// block `block` of a nibble, crumb or tribit panel (indices, for the caller's LUT), or of a pair
 /// panel (codes: its entries looked up in `pairs` and `upper`, a `panel_table`).
 VNNI INLINE void octet_quads(const uint8_t *panel, int bits, __m512i pairs, __m512i upper, size_t block, int t, __m512i *lo, __m512i *hi) {
+    if (bits == SHRINK_SPARSE24_PANELS) {
+        const uint8_t *octet = panel + block * 192 + (size_t)t * 48;
+        const __m512i nibble = _mm512_set1_epi8(0x0F);
+        // Per channel, the byte of each input: its kept slot (0, 1) or 8, the pruned code's place;
+        // plus 2c for the channel's slots in its 128-bit lane (c = channel % 4).
+        const __m512i places = _mm512_setr_epi32(0x08080808, 0x08080800, 0x08080008, 0x08080100, 0x08000808, 0x08010800, 0x08010008, 0x08080808,
+                                                 0x00080808, 0x01080800, 0x01080008, 0x08080808, 0x01000808, 0x08080808, 0x08080808, 0x08080808);
+        const __m512i slots = _mm512_setr_epi32(0, 0x02020202, 0x04040404, 0x06060606, 0, 0x02020202, 0x04040404, 0x06060606, 0,
+                                                0x02020202, 0x04040404, 0x06060606, 0, 0x02020202, 0x04040404, 0x06060606);
+        const __m512i masks = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)octet));
+        const __m512i lo_places = _mm512_add_epi8(_mm512_permutexvar_epi32(masks, places), slots);
+        const __m512i hi_places = _mm512_add_epi8(_mm512_permutexvar_epi32(_mm512_srli_epi32(masks, 4), places), slots);
+        // Kept indices of lane l (bytes 8l..8l+7) to bytes 0..7 of lane l, their codes through the
+        // LUT, bytes 8..15 the pruned code.
+        const __m512i kept = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 0, 1, 1, 2, 2, 3, 3),
+                                                      _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(octet + 16))));
+        const __mmask64 low_halves = 0x00FF00FF00FF00FFull;
+        const __m512i lo_codes = _mm512_mask_blend_epi8(low_halves, upper, _mm512_shuffle_epi8(pairs, _mm512_and_si512(kept, nibble)));
+        const __m512i hi_codes =
+            _mm512_mask_blend_epi8(low_halves, upper, _mm512_shuffle_epi8(pairs, _mm512_and_si512(_mm512_srli_epi16(kept, 4), nibble)));
+        *lo = _mm512_shuffle_epi8(lo_codes, lo_places);
+        *hi = _mm512_shuffle_epi8(hi_codes, hi_places);
+        return;
+    }
     if (bits == SHRINK_PAIR64_PANELS) {
         // Index bits 0..3 as in a pair panel; bits 4..5 from crumb 2 (t % 2) + quad of the pair's byte.
         const uint8_t *base = panel + block * 192;
@@ -173,7 +199,7 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
                             low_lo[p] = _mm512_shuffle_epi8(low_table[p], lo[p]);
                             low_hi[p] = _mm512_shuffle_epi8(low_table[p], hi[p]);
                         }
-                        if (luts && !shrink_is_pair_layout(bits)) {
+                        if (luts && !shrink_decodes_codes(bits)) {
                             lo[p] = _mm512_shuffle_epi8(table[p], lo[p]);
                             hi[p] = _mm512_shuffle_epi8(table[p], hi[p]);
                         }
@@ -402,7 +428,7 @@ VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, c
                 _mm512_storeu_si512(low_target + octet * 128, _mm512_shuffle_epi8(low_table, lo));
                 _mm512_storeu_si512(low_target + octet * 128 + 64, _mm512_shuffle_epi8(low_table, hi));
             }
-            if (luts && !shrink_is_pair_layout(bits)) {
+            if (luts && !shrink_decodes_codes(bits)) {
                 lo = _mm512_shuffle_epi8(table, lo);
                 hi = _mm512_shuffle_epi8(table, hi);
             }
@@ -490,6 +516,8 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int code_bits, const uint8_t
         PANELS(w, SHRINK_PAIR_PANELS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     } else if (code_bits == SHRINK_PAIR64_PANELS) {
         PANELS(w, SHRINK_PAIR64_PANELS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else if (code_bits == SHRINK_SPARSE24_PANELS) {
+        PANELS(w, SHRINK_SPARSE24_PANELS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     } else {
         PACKED_PANELS(2);
     }

@@ -99,10 +99,36 @@ AVX2 INLINE __m256i pair64_codes(__m128i entries, __m128i groups, const __m128i 
 /// The codes of half `h` (channels 8h..8h+7) of octet t of activation block `block`, one byte each:
 /// inputs 8t..8t+3 in `lo`, 8t+4..8t+7 in `hi`. Indices of a nibble, crumb or tribit panel (for the
 /// caller's LUT), codes of a pair panel (its entries' first and second codes, 16 entries per
-/// register, in `first` and `second`).
+/// register, in `first` and `second`) or of a 2:4 panel (its LUT in first[0], the pruned code in
+/// every byte of second[0]).
 AVX2 INLINE void octet_quads(const uint8_t *panel, int bits, const __m128i *first, const __m128i *second, size_t block, int t, int h,
                              __m256i *lo, __m256i *hi) {
     const __m128i nibble = _mm_set1_epi8(0x0F);
+    if (bits == SHRINK_SPARSE24_PANELS) {
+        // As in int8_panels.c: per channel the byte of each input (kept slot, or 8: the pruned
+        // code), looked up by its 4-bit mask in two halves of 8 dwords, plus 2 (channel % 4).
+        const uint8_t *octet = panel + block * 192 + (size_t)t * 48;
+        const __m256i low_places = _mm256_setr_epi32(0x08080808, 0x08080800, 0x08080008, 0x08080100, 0x08000808, 0x08010800, 0x08010008,
+                                                     0x08080808);
+        const __m256i high_places = _mm256_setr_epi32(0x00080808, 0x01080800, 0x01080008, 0x08080808, 0x01000808, 0x08080808, 0x08080808,
+                                                      0x08080808);
+        const __m256i slots = _mm256_setr_epi32(0, 0x02020202, 0x04040404, 0x06060606, 0, 0x02020202, 0x04040404, 0x06060606);
+        const __m256i masks = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(octet + h * 8)));
+        const __m256i kept = _mm256_permute4x64_epi64(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(octet + 16 + h * 16))),
+                                                      _MM_SHUFFLE(1, 1, 0, 0));
+        const __m256i table = _mm256_broadcastsi128_si256(first[0]), pruned = _mm256_broadcastsi128_si256(second[0]);
+        const __m256i low_halves = _mm256_setr_epi64x(-1, 0, -1, 0), nibbles = _mm256_set1_epi8(0x0F);
+        for (int quad = 0; quad < 2; quad++) {
+            const __m256i mask = _mm256_and_si256(_mm256_srli_epi32(masks, 4 * quad), _mm256_set1_epi32(0x0F));
+            const __m256i upper = _mm256_cmpgt_epi32(mask, _mm256_set1_epi32(7));
+            const __m256i places = _mm256_add_epi8(
+                _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(low_places, mask), _mm256_permutevar8x32_epi32(high_places, mask), upper), slots);
+            const __m256i indices = _mm256_and_si256(_mm256_srli_epi16(kept, 4 * quad), nibbles);
+            const __m256i codes = _mm256_blendv_epi8(pruned, _mm256_shuffle_epi8(table, indices), low_halves);
+            *(quad == 0 ? lo : hi) = _mm256_shuffle_epi8(codes, places);
+        }
+        return;
+    }
     if (bits == SHRINK_PAIR64_PANELS) {
         const uint8_t *base = panel + block * 192;
         const __m128i v = _mm_loadu_si128((const __m128i *)(base + (size_t)t * 32 + h * 16));
@@ -148,7 +174,10 @@ AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint
     // Pair panels' entries, 16 at a time: the first codes (even bytes of the LUT), then the second codes.
     __m128i firsts[4], seconds[4];
     for (int k = 0; k < 4; k++) firsts[k] = seconds[k] = _mm_setzero_si128();
-    if (shrink_is_pair_layout(bits)) {
+    if (bits == SHRINK_SPARSE24_PANELS) {
+        firsts[0] = _mm_loadu_si128((const __m128i *)lut);
+        seconds[0] = _mm_set1_epi8((char)lut[16]);
+    } else if (shrink_decodes_codes(bits)) {
         const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
         for (int k = 0; k < (bits == SHRINK_PAIR64_PANELS ? 4 : 1); k++) {
             const __m128i a = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(lut + 32 * k)), split);
@@ -197,8 +226,8 @@ AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint
                         low_hi = _mm256_xor_si256(_mm256_shuffle_epi8(low_table, hi), flip);
                     }
                     if (lut) {
-                        lo = _mm256_xor_si256(shrink_is_pair_layout(bits) ? lo : _mm256_shuffle_epi8(table, lo), flip);
-                        hi = _mm256_xor_si256(shrink_is_pair_layout(bits) ? hi : _mm256_shuffle_epi8(table, hi), flip);
+                        lo = _mm256_xor_si256(shrink_decodes_codes(bits) ? lo : _mm256_shuffle_epi8(table, lo), flip);
+                        hi = _mm256_xor_si256(shrink_decodes_codes(bits) ? hi : _mm256_shuffle_epi8(table, hi), flip);
                     }
                     const __m256i lo_magnitude = lut ? _mm256_abs_epi8(lo) : lo, hi_magnitude = lut ? _mm256_abs_epi8(hi) : hi;
                     const __m256i low_lo_magnitude = _mm256_abs_epi8(low_lo), low_hi_magnitude = _mm256_abs_epi8(low_hi);

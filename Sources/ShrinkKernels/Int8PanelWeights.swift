@@ -25,6 +25,8 @@ import ShrinkCore
 ///   per panel);
 ///   otherwise each weight is coded as its lane of its vector's entry, one byte per weight (two
 ///   with two planes);
+/// - pruned scalar palettes of at most 16 entries on an 8-bit grid, one LUT per panel, with at most
+///   2 of every 4 inputs kept (2:4): their kept indices and masks (2:4 panels, 3 bits per weight);
 /// - other palettes (groups along the inputs): each decoded row on the same kind of grid (8 bits
 ///   when every row is exact on it, else 16).
 /// Codes of at most 2 bits are packed four to a byte (crumb panels), of 3 bits in a crumb and a bit
@@ -38,10 +40,12 @@ public final class Int8PanelWeights: @unchecked Sendable {
     public let paddedColumns: Int
     public let panels: Int
     /// Bits per packed code: 2 (crumb panels), 3 (tribit panels), 4 (nibble panels) or 8 (byte
-    /// panels); per weight for pair panels: 2 (4-bit indices) or 3 (6-bit).
+    /// panels); per weight for pair panels, 2 (4-bit indices) or 3 (6-bit), and for 2:4 panels, 3.
     public let packedBits: Int
+    /// The kernels' `code_bits` (see `shrink_gemm_u8s8_panels`).
+    let kernelLayout: Int32
     /// Whether the codes are pair panels: an index per pair of adjacent inputs.
-    public let pairedEntries: Bool
+    public var pairedEntries: Bool { kernelLayout == SHRINK_PAIR_PANELS || kernelLayout == SHRINK_PAIR64_PANELS }
     /// Activation blocks (32 inputs) per weight block.
     public let blocksPerWeightBlock: Int
     /// Weight blocks per row.
@@ -97,9 +101,6 @@ public final class Int8PanelWeights: @unchecked Sendable {
     /// Whether nibble codes run in the integer-scaled form (see `shrink_kernels.h`).
     public var isIntegerScaled: Bool { multipliers != nil }
 
-    /// The kernels' `code_bits` (see `shrink_gemm_u8s8_panels`).
-    var kernelLayout: Int32 { !pairedEntries ? Int32(packedBits) : packedBits == 2 ? SHRINK_PAIR_PANELS : SHRINK_PAIR64_PANELS }
-
     /// Bits per code the kernels multiply: 8, or 16 in two planes.
     public var codeBits: Int { lowPlane == nil ? 8 : 16 }
 
@@ -109,6 +110,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
         if halfBlocks != nil { return (packedBits == 4 ? "4-bit" : "6-bit") + " codes, 8-bit multipliers per 16 inputs" }
         if isIntegerScaled { return "4-bit codes, integer block scales" }
         if pairedEntries { return "\(2 * packedBits)-bit pair indices → " + codes }
+        if kernelLayout == SHRINK_SPARSE24_PANELS { return "2:4 kept 4-bit LUT indices → " + codes }
         if packedBits < 8 { return luts == nil ? "\(packedBits)-bit codes" : "\(packedBits)-bit LUT indices → " + codes }
         return codes + (hasCenteredBytes ? ", centered" : "")
     }
@@ -130,6 +132,9 @@ public final class Int8PanelWeights: @unchecked Sendable {
         /// Pair panels: `codes` holds one index (of `codeBits` ≤ 6 bits) per pair of adjacent inputs,
         /// `rowLUTs` 32 or 128 bytes per row (each entry's two codes).
         var pairs = false
+        /// 2:4 panels: `codes` holds each weight's index, 255 where pruned; `rowLUTs` 32 bytes per
+        /// row (16 codes, then the pruned weights' code).
+        var sparse24 = false
         /// Integer block scales: the multiplier of each row's weight blocks and each row's scale
         /// (`rowScales` = multiplier × row scale).
         var integerScales: (multipliers: [UInt8], rowScales: [Float])? = nil
@@ -179,11 +184,11 @@ public final class Int8PanelWeights: @unchecked Sendable {
                 for column in 0..<columns { codeMatrix[row * columns + column] = rowLUTs[row][Int(codeMatrix[row * columns + column])] }
             }
         }
-        let packedBits = matrix.pairs ? (matrix.codeBits <= 4 ? 2 : 3) : matrix.codeBits > 4 || (matrix.rowLUTs != nil && sharedLUTs == nil) ? 8
+        let packedBits = matrix.pairs ? (matrix.codeBits <= 4 ? 2 : 3) : matrix.sparse24 ? 3 : matrix.codeBits > 4 || (matrix.rowLUTs != nil && sharedLUTs == nil) ? 8
             : halfBlocks != nil ? 4 : max(2, matrix.codeBits)
-        let layout = !matrix.pairs ? Int32(packedBits) : packedBits == 2 ? SHRINK_PAIR_PANELS : SHRINK_PAIR64_PANELS
+        let layout = matrix.sparse24 ? SHRINK_SPARSE24_PANELS : !matrix.pairs ? Int32(packedBits) : packedBits == 2 ? SHRINK_PAIR_PANELS : SHRINK_PAIR64_PANELS
+        kernelLayout = layout
         self.packedBits = packedBits
-        pairedEntries = matrix.pairs
         let centered = packedBits < 8 || !matrix.exact || halfBlocks != nil || lowMatrix != nil ? nil
             : Self.centeredByteCodes(codeMatrix, matrix, rows: rows, columns: columns, weightBlock: blocksPerWeightBlock * 32)
         if let centered { codeMatrix = centered }
@@ -321,6 +326,17 @@ public final class Int8PanelWeights: @unchecked Sendable {
                     let column = 2 * pair
                     panel[(column >> 3) * 32 + lane + ((column >> 1) & 1)] |= pairRow[pair] << UInt8(4 * ((column >> 2) & 1))
                 }
+            case Int(SHRINK_SPARSE24_PANELS):
+                let channel = row % 16
+                for quad in 0..<((columns + 3) / 4) {
+                    let octet = panel + (quad >> 1) * 48, shift = UInt8(4 * (quad & 1))
+                    var slot = 0
+                    for i in 0..<min(4, columns - quad * 4) where sourceRow[quad * 4 + i] != 0xFF {
+                        octet[channel] |= 1 << (UInt8(i) + shift)
+                        octet[16 + 8 * (channel / 4) + 2 * (channel % 4) + slot] |= sourceRow[quad * 4 + i] << shift
+                        slot += 1
+                    }
+                }
             case Int(SHRINK_PAIR64_PANELS):
                 let pairRow = source + row * (columns / 2), lane = (row % 16) * 2
                 for pair in 0..<(columns / 2) {
@@ -353,6 +369,14 @@ public final class Int8PanelWeights: @unchecked Sendable {
     @inline(__always)
     func code(panel: Int, lane: Int, input: Int, codes: UnsafePointer<UInt8>, luts: UnsafePointer<UInt8>?,
               low: UnsafePointer<UInt8>? = nil) -> Int32 {
+        if kernelLayout == SHRINK_SPARSE24_PANELS {
+            let octet = panel * paddedColumns * 6 + (input >> 3) * 48, quad = (input >> 2) & 1, i = input & 3
+            let mask = Int(codes[octet + lane] >> UInt8(4 * quad)) & 0x0F
+            guard (mask >> i) & 1 == 1 else { return Int32(luts![panel * 32 + 16]) }
+            let slot = (mask & ((1 << i) - 1)).nonzeroBitCount
+            let byte = codes[octet + 16 + 8 * (lane / 4) + 2 * (lane % 4) + slot]
+            return Int32(luts![panel * 32 + Int(quad == 0 ? byte & 0x0F : byte >> 4)])
+        }
         if pairedEntries {
             // Pair panels: the 4 low bits of the entry (and for 64 entries the 2 high ones).
             let block = panel * paddedColumns * 2 * packedBits + (input >> 5) * 64 * packedBits, within = lane * 2 + ((input >> 1) & 1)
@@ -429,7 +453,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
             (matrix.codeBits, matrix.rowLUTs, matrix.rowLowLUTs) = (8, nil, nil)
             return matrix
         case .sparse(_, let base):
-            if let matrix = sparseCodes(weight, base: base) { return matrix }
+            if let matrix = sparse24Codes(weight, base: base) ?? sparseCodes(weight, base: base) { return matrix }
             if case .palette = base { return requantizedRows(weight) }
             return nil
         case .palette:
@@ -624,6 +648,27 @@ public final class Int8PanelWeights: @unchecked Sendable {
                                 rowLUTs: tables.map(\.high), exact: exact)
         if wide { matrix.rowLowLUTs = tables.map { $0.low! } }
         return (matrix, rowGroup.map { grids[$0].zero }, rowCodes, wide)
+    }
+
+    /// Pruned scalar palettes of at most 16 entries on an 8-bit grid, one LUT per panel, with at most
+    /// 2 of every 4 inputs kept (each group of 4 from input 0): the indices (255 where pruned) and
+    /// per row the LUT's 16 codes and the grid's zero code (2:4 panels); else `nil`.
+    static func sparse24Codes(_ weight: EncodedTensor, base: WeightEncoding) -> CodeMatrix? {
+        guard case .palette(let palette) = base, palette.vectorSize == 1, palette.channelAxis == 0, palette.blockScales == nil,
+              palette.bits <= 4 else { return nil }
+        let rows = weight.shape[0], columns = weight.shape[1]
+        var (matrix, rowZeros, rowCodes, wide) = paletteGrid(weight, palette)
+        guard !wide, (0..<rows).allSatisfy({ rowCodes[$0] == rowCodes[$0 / 16 * 16] }) else { return nil }
+        let indices = unpackSparse(weight, rows: rows, columns: columns, bits: palette.bits)
+        for row in 0..<rows {
+            for start in stride(from: row * columns, to: (row + 1) * columns, by: 4) {
+                guard indices[start..<min(start + 4, (row + 1) * columns)].filter({ $0 >= 0 }).count <= 2 else { return nil }
+            }
+        }
+        matrix.codes = indices.map { $0 < 0 ? 0xFF : UInt8($0) }
+        matrix.rowLUTs = (0..<rows).map { row in (0..<32).map { $0 < 16 ? UInt8(rowCodes[row][$0]) : $0 == 16 ? UInt8(rowZeros[row]) : 0 } }
+        (matrix.codeBits, matrix.sparse24) = (4, true)
+        return matrix
     }
 
     /// Pruned affine codes or pruned scalar-palette indices, with each block's zero code (or the

@@ -251,6 +251,11 @@ import ShrinkTestSupport
                 "int8 pairs of 16 entries per 16 channels: pair panels")
         let widePairs = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: EncodingCatalog.palettize(6, vector: 2, lut: .i8)))!
         #expect(widePairs.pairedEntries && widePairs.packedBits == 3 && widePairs.isExact && widePairs.codeDescription == "6-bit pair indices → 8-bit codes")
+        var prunedConfig = EncodingCatalog.palettize(4, lut: .i8)
+        prunedConfig.prune = .nOfM(n: 2, m: 4)
+        let pruned = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: prunedConfig))!
+        #expect(pruned.packedBits == 3 && pruned.isExact && pruned.codeDescription == "2:4 kept 4-bit LUT indices → 8-bit codes",
+                "2:4 with an int8 LUT: kept indices and masks")
         let splitPairs = Int8PanelWeights(weight: try WeightCompressor.encode(
             name: "w", tensor: tensor, config: EncodingCatalog.palettize(4, .kmeans, .perGroupedChannel(axis: 0, groupSize: 8), vector: 2, lut: .i8)))!
         #expect(!splitPairs.pairedEntries && splitPairs.packedBits == 8, "pairs whose LUTs split the panels take a byte per weight")

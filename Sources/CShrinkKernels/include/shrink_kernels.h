@@ -129,7 +129,15 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 //   32 inputs, 192 bytes: the indices' low 4 bits as the block's 4 octets of a pair panel (128
 //   bytes), then their high 2 bits, 32 bytes per two octets: byte 2r + h of octets 2u, 2u + 1
 //   holds in bits 2c..2c + 1 those of the pair of channel r at inputs 32b + 16u + 4c + 2h,
-//   32b + 16u + 4c + 2h + 1 (c = 0..3); a panel is kpad * 6 bytes, its LUT 128 bytes.
+//   32b + 16u + 4c + 2h + 1 (c = 0..3); a panel is kpad * 6 bytes, its LUT 128 bytes;
+// - 2:4 panels (code_bits = SHRINK_SPARSE24_PANELS: scalar palettes of at most 16 entries with at
+//   most 2 of every 4 inputs kept): per input octet, 48 bytes: 16 bytes of masks, byte r holding
+//   in its low nibble which of channel r's inputs 8t..8t+3 are kept (bit i: input 8t + i) and in
+//   its high nibble which of 8t+4..8t+7; then 32 bytes of kept indices, byte 8l + j holding in its
+//   low nibble the index of slot j % 2 of channel 4l + j / 2 in the first quad, in its high nibble
+//   in the second (slot 0: the first kept input, slot 1: the second; unused slots 0). A panel is
+//   kpad * 6 bytes; its LUT 32 bytes, the 16 entries' codes then, at byte 16, the code of a
+//   pruned weight.
 // With a LUT (16 bytes per panel), a packed code is an index and its code is lut[index].
 // Two planes (`low` not NULL): codes are 16 bits, q = 256 * high + low, where high is the code the
 // panels above give and low comes from a second table of the same layout: for nibble panels with
@@ -162,19 +170,26 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 /// The code_bits of pair panels and of 64-entry pair panels.
 #define SHRINK_PAIR_PANELS 1
 #define SHRINK_PAIR64_PANELS 5
+/// The code_bits of 2:4 panels.
+#define SHRINK_SPARSE24_PANELS 6
 
 /// Bytes of one panel of codes over kpad inputs, code_bits as for shrink_gemm_u8s8_panels.
 static inline size_t shrink_panel_bytes(size_t kpad, int code_bits) {
-    return code_bits == SHRINK_PAIR_PANELS ? kpad * 4 : code_bits == SHRINK_PAIR64_PANELS ? kpad * 6 : kpad * 2 * (size_t)code_bits;
+    if (code_bits == SHRINK_PAIR_PANELS) return kpad * 4;
+    if (code_bits == SHRINK_PAIR64_PANELS || code_bits == SHRINK_SPARSE24_PANELS) return kpad * 6;
+    return kpad * 2 * (size_t)code_bits;
 }
 
-/// Bytes of one panel's LUT: 32 for pair panels, 128 for 64-entry ones, else 16.
+/// Bytes of one panel's LUT: 32 for pair and 2:4 panels, 128 for 64-entry pair panels, else 16.
 static inline size_t shrink_lut_bytes(int code_bits) {
-    return code_bits == SHRINK_PAIR_PANELS ? 32 : code_bits == SHRINK_PAIR64_PANELS ? 128 : 16;
+    return code_bits == SHRINK_PAIR_PANELS || code_bits == SHRINK_SPARSE24_PANELS ? 32 : code_bits == SHRINK_PAIR64_PANELS ? 128 : 16;
 }
 
-/// Whether code_bits names pair panels (of either size).
-static inline int shrink_is_pair_layout(int code_bits) { return code_bits == SHRINK_PAIR_PANELS || code_bits == SHRINK_PAIR64_PANELS; }
+/// Whether the kernels' octet decoding yields codes (pair and 2:4 panels) rather than LUT indices.
+static inline int shrink_decodes_codes(int code_bits) {
+    return code_bits == SHRINK_PAIR_PANELS || code_bits == SHRINK_PAIR64_PANELS || code_bits == SHRINK_SPARSE24_PANELS;
+}
+
 
 /// From this many rows on, 2-, 3- and 4-bit panels and pair panels are widened to bytes once per pair of panels (in a
 /// per-thread buffer) and run in tiles of 4 rows by 2 panels, instead of being unpacked in every
@@ -196,7 +211,7 @@ void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, 
                              float *scales, float *sums, int32_t *integer_sums);
 
 /// y[m * ldy + c] for m < rows and the channels c < n of panels [panel_begin, panel_end), codes of
-/// code_bits bits (8: byte panels, 4: nibble, 3: tribit, 2: crumb panels) or pair panels of either size (bias may
+/// code_bits bits (8: byte panels, 4: nibble, 3: tribit, 2: crumb panels), pair panels of either size or 2:4 panels (bias may
 /// be NULL; luts is NULL unless nibble, tribit or crumb indices go through per-panel LUTs, and
 /// holds the pair panels' entries; low is NULL unless the
 /// codes have two planes (then there are no zero points or multipliers); zero_points, laid
