@@ -197,12 +197,18 @@ enum GPTQ {
         return refitted
     }
 
-    /// The GPTQ sweep: every row independently (rows split over `threads`), blocks of
-    /// `rounder.width` consecutive input columns in order (of decreasing input energy with
-    /// `actOrder`), each block rounded by `rounder` and its error spread over the columns still to
-    /// come. For a block `B` rounded with error `δ = w_B − ŵ_B`, the remaining columns `R` take
-    /// `w_R −= (δ · U_BB⁻¹) · U_BR` (the optimal update, GPTVQ's for vectors, GPTQ's for `|B| = 1`),
-    /// and the block adds `‖δ · U_BB⁻¹‖²` to the output error, the metric the rounder minimises.
+    /// The GPTQ sweep: every row independently, blocks of `rounder.width` consecutive input columns
+    /// in order (of decreasing input energy with `actOrder`), each block rounded by `rounder` and its
+    /// error spread over the columns still to come. For a block `B` rounded with error
+    /// `δ = w_B − ŵ_B`, the remaining columns `R` take `w_R −= (δ · U_BB⁻¹) · U_BR` (the optimal
+    /// update, GPTVQ's for vectors, GPTQ's for `|B| = 1`), and the block adds `‖δ · U_BB⁻¹‖²` to the
+    /// output error, the metric the rounder minimises.
+    ///
+    /// Lazily, as GPTQ's authors do: rows go in batches of `rowBatch` (batches split over
+    /// `threads`, so results do not depend on it), columns in spans of about 128 (`lazySpan`);
+    /// inside a span the updates are applied as each block is rounded, and the span's errors reach
+    /// the later columns in one `sgemm` (`rowBatch × span` times `U_span,R`) instead of a `saxpy`
+    /// over all of `R` per block and row. The same sums in another order.
     static func solve<Rounder: ColumnRounder>(_ values: [Float], shape: [Int], correlation: InputCorrelation, damping: Double, actOrder: Bool,
                                               threads: Int, tensor: String, rounder: Rounder) throws(CompressionError) {
         precondition(shape.count == 2 && values.count == shape[0] * shape[1])
@@ -218,37 +224,56 @@ enum GPTQ {
         let order = blockOrder.flatMap { ($0 * width)..<(($0 + 1) * width) }
         let factor = try inverseFactor(actOrder ? correlation.permuted(order) : correlation, damping: damping, tensor: tensor)
         let metrics = blockInverses(factor, columns: columns, width: width)
+        let span = lazySpan(columns: columns, width: width, lookahead: rounder.lookahead)
         let failure = FirstFailure()
-        Parallel.forEachRange(rows, threads: threads) { range in
-            var weights = [Float](repeating: 0, count: columns)
+        Parallel.forEachRange((rows + rowBatch - 1) / rowBatch, threads: threads) { batches in
             var decoded = [Float](repeating: 0, count: width), scaled = decoded
             var rounder = rounder
             do throws(CompressionError) {
-                for row in range {
-                    try rounder.begin(row: row, original: values[(row * columns)..<((row + 1) * columns)])
-                    for position in 0..<columns { weights[position] = values[row * columns + order[position]] }
-                    try weights.withUnsafeMutableBufferPointer { (pending) throws(CompressionError) in
+                for batch in batches {
+                    let first = batch * rowBatch, count = min(rowBatch, rows - first)
+                    // Row r of the batch: its weights in sweep order and its errors in the span.
+                    var pending = [Float](repeating: 0, count: count * columns), errors = [Float](repeating: 0, count: count * span)
+                    for r in 0..<count {
+                        let row = first + r
+                        try rounder.begin(row: row, original: values[(row * columns)..<((row + 1) * columns)])
+                        for position in 0..<columns { pending[r * columns + position] = values[row * columns + order[position]] }
+                    }
+                    try pending.withUnsafeMutableBufferPointer { (pending) throws(CompressionError) in
                         try factor.withUnsafeBufferPointer { (u) throws(CompressionError) in
                             try metrics.withUnsafeBufferPointer { (inverses) throws(CompressionError) in
-                                for (step, block) in blockOrder.enumerated() {
-                                    let position = step * width
-                                    let metric = inverses.baseAddress! + step * width * width
-                                    try rounder.round(row: row, column: block * width, pending: pending, position: position, metric: metric,
-                                                      decoded: &decoded)
-                                    let later = position + width
-                                    guard later < columns else { continue }
-                                    if width == 1 {
-                                        scaled[0] = (pending[position] - decoded[0]) / u[position * columns + position]
-                                    } else {
-                                        for lane in 0..<width {
-                                            var sum: Float = 0
-                                            for k in 0...lane { sum += (pending[position + k] - decoded[k]) * metric[k * width + lane] }
-                                            scaled[lane] = sum
+                                for start in stride(from: 0, to: columns, by: span) {
+                                    let end = min(start + span, columns)
+                                    for r in 0..<count {
+                                        let row = UnsafeMutableBufferPointer(rebasing: pending[(r * columns)..<((r + 1) * columns)])
+                                        for position in stride(from: start, to: end, by: width) {
+                                            let step = position / width
+                                            let metric = inverses.baseAddress! + step * width * width
+                                            try rounder.round(row: first + r, column: blockOrder[step] * width, pending: row, position: position,
+                                                                  metric: metric, decoded: &decoded)
+                                            if width == 1 {
+                                                scaled[0] = (row[position] - decoded[0]) / u[position * columns + position]
+                                            } else {
+                                                for lane in 0..<width {
+                                                    var sum: Float = 0
+                                                    for k in 0...lane { sum += (row[position + k] - decoded[k]) * metric[k * width + lane] }
+                                                    scaled[lane] = sum
+                                                }
+                                            }
+                                            let later = position + width
+                                            for lane in 0..<width {
+                                                errors[r * span + position - start + lane] = scaled[lane]
+                                                guard later < end, scaled[lane] != 0 else { continue }
+                                                cblas_saxpy(Int32(end - later), -scaled[lane], u.baseAddress! + (position + lane) * columns + later, 1,
+                                                            row.baseAddress! + later, 1)
+                                            }
                                         }
                                     }
-                                    for lane in 0..<width where scaled[lane] != 0 {
-                                        cblas_saxpy(Int32(columns - later), -scaled[lane], u.baseAddress! + (position + lane) * columns + later, 1,
-                                                    pending.baseAddress! + later, 1)
+                                    guard end < columns else { continue }
+                                    errors.withUnsafeBufferPointer { errors in
+                                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Int32(count), Int32(columns - end), Int32(end - start), -1,
+                                                    errors.baseAddress!, Int32(span), u.baseAddress! + start * columns + end, Int32(columns), 1,
+                                                    pending.baseAddress! + end, Int32(columns))
                                     }
                                 }
                             }
@@ -260,6 +285,18 @@ enum GPTQ {
             }
         }
         if let error = failure.error { throw error }
+    }
+
+    /// Rows the lazy sweep takes together.
+    static let rowBatch = 16
+
+    /// The columns a lazy update spans: about 128, a multiple of `width`, and such that every group
+    /// a rounder reads ahead (`lookahead` columns from its first, see `ColumnRounder`) starts at a
+    /// span's start or lies inside one span, so that its columns have all earlier updates when read.
+    static func lazySpan(columns: Int, width: Int, lookahead: Int) -> Int {
+        let span = max(width, 128 / width * width)
+        if lookahead <= 1 || lookahead >= columns { return span }
+        return lookahead >= span ? lookahead : span / lookahead * lookahead
     }
 
     /// Per block of `width` columns along the diagonal of the upper triangular `factor`, the
@@ -371,7 +408,12 @@ enum GPTQ {
 protocol ColumnRounder: Sendable {
     /// Consecutive input columns rounded together: 1 for scalar codes, the vector size of a vector palette.
     var width: Int { get }
-    /// Called before the columns of `row`, with its original weights.
+    /// How far `round` reads ahead: it may read `pending[position..<position + lookahead]` when
+    /// `column` is a multiple of `lookahead` (1: only the block it rounds).
+    var lookahead: Int { get }
+    /// Called before the columns of `row`, with its original weights. The sweep calls it for each
+    /// row of a batch (`GPTQ.rowBatch`), then rounds their columns interleaved, so what `round`
+    /// keeps between calls must be per row or shared by the batch's rows.
     mutating func begin(row: Int, original: ArraySlice<Float>) throws(CompressionError)
     /// Rounds `pending[position..<position + width]`, the updated weights of input columns
     /// `column..<column + width` (`pending[position...]` are the columns still to come, in sweep
@@ -380,6 +422,10 @@ protocol ColumnRounder: Sendable {
     /// is `‖(w − ŵ) · metric‖²`.
     mutating func round(row: Int, column: Int, pending: UnsafeMutableBufferPointer<Float>, position: Int, metric: UnsafePointer<Float>,
                         decoded: inout [Float]) throws(CompressionError)
+}
+
+extension ColumnRounder {
+    var lookahead: Int { 1 }
 }
 
 /// Affine codes with scale groups per tensor, per row or per block of the row. In column order a
@@ -422,6 +468,9 @@ struct AffineRounder: ColumnRounder, @unchecked Sendable {
     }
 
     var width: Int { 1 }
+
+    /// A block's scale is chosen from its updated weights when its first column is reached.
+    var lookahead: Int { tensorParameters == nil && !staticGroups ? blockSize : 1 }
 
     func round(row: Int, column: Int, pending: UnsafeMutableBufferPointer<Float>, position: Int, metric: UnsafePointer<Float>,
                decoded: inout [Float]) throws(CompressionError) {
@@ -506,10 +555,20 @@ struct VectorPaletteRounder: ColumnRounder, @unchecked Sendable {
     let shape: [Int]
     let rowScales: [Float]?
     let indices: UnsafeMutablePointer<UInt8>
-    private var group = -1
-    private var transformed: [Float] = []
-    private var ready: [Bool] = []
+    /// Per LUT group of the rows begun since the last eviction, each entry times each block's
+    /// metric, filled as blocks are first reached.
+    private var caches: [Int: TransformedEntries] = [:]
     private var target: [Float]
+
+    final class TransformedEntries {
+        var values: [Float]
+        var ready: [Bool]
+
+        init(columns: Int, entries: Int, width: Int) {
+            values = [Float](repeating: 0, count: columns * entries)
+            ready = [Bool](repeating: false, count: columns / width)
+        }
+    }
 
     init(luts: [Float], entries: Int, width: Int, granularity: PaletteGranularity, shape: [Int], rowScales: [Float]?,
          indices: UnsafeMutablePointer<UInt8>) {
@@ -518,26 +577,30 @@ struct VectorPaletteRounder: ColumnRounder, @unchecked Sendable {
         target = [Float](repeating: 0, count: width)
     }
 
+    /// At most a batch's worth of groups (`GPTQ.rowBatch`) stays cached; a group evicted while its
+    /// rows are still being rounded is filled again.
     mutating func begin(row: Int, original: ArraySlice<Float>) {
-        let rowGroup = EncodingLayout.group(of: row * shape[1], granularity, shape: shape)
-        guard rowGroup != group else { return }
-        group = rowGroup
-        if transformed.isEmpty { transformed = [Float](repeating: 0, count: shape[1] * entries) }
-        ready = [Bool](repeating: false, count: shape[1] / width)
+        let group = EncodingLayout.group(of: row * shape[1], granularity, shape: shape)
+        guard caches[group] == nil else { return }
+        if caches.count >= GPTQ.rowBatch { caches.removeAll() }
+        caches[group] = TransformedEntries(columns: shape[1], entries: entries, width: width)
     }
 
     mutating func round(row: Int, column: Int, pending: UnsafeMutableBufferPointer<Float>, position: Int, metric: UnsafePointer<Float>,
                         decoded: inout [Float]) {
+        let group = EncodingLayout.group(of: row * shape[1], granularity, shape: shape)
+        let cache = caches[group] ?? TransformedEntries(columns: shape[1], entries: entries, width: width)
+        caches[group] = cache
         let step = position / width, table = group * entries * width, base = step * entries * width
-        if !ready[step] {
+        if !cache.ready[step] {
             for entry in 0..<entries {
                 for lane in 0..<width {
                     var sum: Float = 0
                     for k in 0...lane { sum += luts[table + entry * width + k] * metric[k * width + lane] }
-                    transformed[base + entry * width + lane] = sum
+                    cache.values[base + entry * width + lane] = sum
                 }
             }
-            ready[step] = true
+            cache.ready[step] = true
         }
         let scale = rowScales?[row] ?? 1
         for lane in 0..<width {
@@ -546,7 +609,7 @@ struct VectorPaletteRounder: ColumnRounder, @unchecked Sendable {
             target[lane] = sum
         }
         var best = 0, bestDistance = Float.infinity
-        transformed.withUnsafeBufferPointer { t in
+        cache.values.withUnsafeBufferPointer { t in
             for entry in 0..<entries {
                 var distance: Float = 0
                 for lane in 0..<width {

@@ -68,6 +68,10 @@ public final class EncodedTensorReader: @unchecked Sendable {
             }
             return
         }
+        if mask == nil, case .affine(let layout) = base {
+            decodeAffine(layout, flatRange: flatRange, into: output)
+            return
+        }
         for position in flatRange {
             var element = position
             if let mask {
@@ -79,6 +83,45 @@ public final class EncodedTensorReader: @unchecked Sendable {
                 element = keptBeforeByte[byte] + (mask[byte] & ((1 << bit) - 1)).nonzeroBitCount
             }
             output[position - flatRange.lowerBound] = value(element: element, position: position, shape: shape)
+        }
+    }
+
+    /// Dense affine codes: `value`'s arithmetic, one scale group's run of positions at a time
+    /// (groups per tensor, per block of the last axis, or along axis 0; other granularities per
+    /// position).
+    private func decodeAffine(_ layout: AffineEncoding, flatRange: Range<Int>, into output: UnsafeMutablePointer<Float>) {
+        let shape = tensor.shape, bits = layout.bits, codeOffset = layout.codeOffset
+        let columns = shape.last ?? 1, elements = shape.reduce(1, *)
+        /// The group of `position` and the end of its run.
+        func run(_ position: Int) -> (group: Int, end: Int) {
+            switch layout.granularity {
+            case .perTensor: return (0, flatRange.upperBound)
+            case .perChannel(let axis) where axis == 0:
+                let inner = elements / max(shape[0], 1), group = position / inner
+                return (group, (group + 1) * inner)
+            case .perBlock(let blockSize):
+                let row = position / columns, block = (position % columns) / blockSize
+                return (row * ((columns + blockSize - 1) / blockSize) + block, row * columns + min(columns, (block + 1) * blockSize))
+            case .perChannel:
+                return (EncodingLayout.group(of: position, layout.granularity, shape: shape), position + 1)
+            }
+        }
+        var position = flatRange.lowerBound
+        while position < flatRange.upperBound {
+            let (group, runEnd) = run(position)
+            let end = min(runEnd, flatRange.upperBound)
+            let scale = scales[group], offset = offsets?[group]
+            let zeroPoint = zeroPoints.map { Int($0[group]) } ?? layout.implicitZeroPoint
+            for index in position..<end {
+                let stored: UInt8 = switch bits {
+                case 8: packed[index]
+                case 4: (packed[index >> 1] >> UInt8((index & 1) * 4)) & 0x0F
+                default: PackedBits.value(at: index, bits: bits, in: packed)
+                }
+                let q = Int(stored) - codeOffset
+                output[index - flatRange.lowerBound] = offset.map { scale * Float(q) - $0 } ?? scale * Float(q - zeroPoint)
+            }
+            position = end
         }
     }
 

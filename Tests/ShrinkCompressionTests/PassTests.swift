@@ -15,8 +15,9 @@ import ShrinkTestSupport
     @Test(arguments: EncodingCatalog.all.map(\.name))
     func everyEncodingDecodesCloseToTheWeight(name: String) throws {
         let config = EncodingCatalog.all.first { $0.name == name }!.config
-        // 6 × 24, or 6 × 32 for rotations in power-of-two blocks, which need a block of 16 or more.
-        let tensor = Self.weight(shape: config.mismatch(shape: [6, 24]) == nil ? [6, 24] : [6, 32])
+        // 6 × 24, or 6 × 32 for rotations in power-of-two blocks, which need a block of 16 or more,
+        // or 16 × 24 for LUTs per 16 channels.
+        let tensor = Self.weight(shape: [[6, 24], [6, 32], [16, 24]].first { config.mismatch(shape: $0) == nil }!)
         let encoded = try WeightCompressor.encode(name: "w", tensor: tensor, config: config)
         let decoded = encoded.decode()
         let original = tensor.floats()
@@ -148,8 +149,8 @@ import ShrinkTestSupport
         #expect(encoded.parts["mask"]!.bytes.first == 0b0011_0110)
     }
 
-    /// All-zero, constant, subnormal and huge-outlier weights (shape 6 × 48 fits every catalog
-    /// entry). A constant is kept exactly by every encoding but the rotated ones, which see it as a
+    /// All-zero, constant, subnormal and huge-outlier weights (shape 6 × 48, or 16 × 18 for LUTs
+    /// per 16 channels). A constant is kept exactly by every encoding but the rotated ones, which see it as a
     /// rotated, non-constant row.
     @Test(arguments: EncodingCatalog.all.map(\.name))
     func degenerateWeights(name: String) throws {
@@ -157,7 +158,7 @@ import ShrinkTestSupport
         let patterns: [[Float]] = [[0], [0.75], [1e-40, -1e-41, 0, 1e-39], [1e6, 0, 0, 1e-3]]
         for pattern in patterns {
             let values = (0..<288).map { pattern[$0 % pattern.count] }
-            let tensor = try DenseTensor(converting: values, shape: [6, 48])
+            let tensor = try DenseTensor(converting: values, shape: config.mismatch(shape: [6, 48]) == nil ? [6, 48] : [16, 18])
             let encoded: EncodedTensor
             do {
                 encoded = try WeightCompressor.encode(name: "w", tensor: tensor, config: config)
