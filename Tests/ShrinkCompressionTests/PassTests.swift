@@ -155,7 +155,8 @@ import ShrinkTestSupport
     @Test(arguments: EncodingCatalog.all.map(\.name))
     func degenerateWeights(name: String) throws {
         let config = EncodingCatalog.all.first { $0.name == name }!.config
-        let patterns: [[Float]] = [[0], [0.75], [1e-40, -1e-41, 0, 1e-39], [1e6, 0, 0, 1e-3]]
+        let normal = Float.leastNormalMagnitude
+        let patterns: [[Float]] = [[0], [0.75], [normal / 128, -normal / 1024, 0, normal / 16], [1e6, 0, 0, 1e-3]]
         for pattern in patterns {
             let values = (0..<288).map { pattern[$0 % pattern.count] }
             let tensor = try DenseTensor(converting: values, shape: config.mismatch(shape: [6, 48]) == nil ? [6, 48] : [16, 18])

@@ -31,9 +31,9 @@ import ShrinkTestSupport
     @Test func whatIsNotABaseFileIsATypedError() throws {
         let folder = TemporaryDirectory()
         let short = folder.file("short.klp")
-        FileManager.default.createFile(atPath: short, contents: Data("SHRKLP01".utf8))
+        _ = FileManager.default.createFile(atPath: short, contents: Data("SHRKLP01".utf8))
         let other = folder.file("other.klp")
-        FileManager.default.createFile(atPath: other, contents: Data(repeating: 7, count: 100))
+        _ = FileManager.default.createFile(atPath: other, contents: Data(repeating: 7, count: 100))
         for (path, message) in [(short, "not a Shrink log-probability file"), (other, "not a Shrink log-probability file"),
                                 (folder.file("none.klp"), "cannot read")] {
             #expect { _ = try LogProbabilityFile.Reader(path: path) } throws: { "\($0)".contains(message) && "\($0)".contains(path) }
