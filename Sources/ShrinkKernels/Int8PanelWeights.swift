@@ -30,9 +30,10 @@ import ShrinkCore
 /// - other palettes (groups along the inputs): each decoded row on the same kind of grid (8 bits
 ///   when every row is exact on it, else 16).
 /// Codes of at most 2 bits are packed four to a byte (crumb panels), of 3 bits in a crumb and a bit
-/// (tribit panels), of 4 bits two to a byte (nibble panels); palette indices then go through a 16-byte LUT per panel, and a second one for
-/// the low plane, when all 16 channels share one. Wider codes take a byte each (two with two planes). `nil` for what the integer path does not cover:
-/// F32/F16/BF16 values (dense or pruned) and affine blocks that are not a multiple of 32 inputs.
+/// (tribit panels), of 4 bits two to a byte (nibble panels); palette indices then go through a
+/// 16-byte LUT per panel, and a second one for the low plane, when all 16 channels share one.
+/// Wider codes take a byte each (two with two planes). `nil` for what the integer path does not
+/// cover: F32/F16/BF16 values (dense or pruned) and affine blocks that are not a multiple of 32 inputs.
 public final class Int8PanelWeights: @unchecked Sendable {
     public let rows: Int
     public let columns: Int
@@ -129,12 +130,11 @@ public final class Int8PanelWeights: @unchecked Sendable {
         var exact: Bool
         var lowCodes: [UInt8]? = nil
         var rowLowLUTs: [[UInt8]]? = nil
-        /// Pair panels: `codes` holds one index (of `codeBits` ≤ 6 bits) per pair of adjacent inputs,
-        /// `rowLUTs` 32 or 128 bytes per row (each entry's two codes).
-        var pairs = false
-        /// 2:4 panels: `codes` holds each weight's index, 255 where pruned; `rowLUTs` 32 bytes per
-        /// row (16 codes, then the pruned weights' code).
-        var sparse24 = false
+        /// The panel layout of indices that are not one per weight (`SHRINK_PAIR_PANELS`,
+        /// `SHRINK_PAIR64_PANELS`: one index per pair of adjacent inputs, `rowLUTs` each entry's two
+        /// codes; `SHRINK_SPARSE24_PANELS`: each weight's index, 255 where pruned, `rowLUTs` 16
+        /// codes then the pruned weights' code), their LUTs `shrink_lut_bytes` long; nil otherwise.
+        var indexLayout: Int32? = nil
         /// Integer block scales: the multiplier of each row's weight blocks and each row's scale
         /// (`rowScales` = multiplier × row scale).
         var integerScales: (multipliers: [UInt8], rowScales: [Float])? = nil
@@ -168,7 +168,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
         let panels = panels
         // Nibble indices keep their LUTs when the 16 channels of every panel share them.
         let sharedLUTs = matrix.rowLUTs.flatMap { luts in
-            (matrix.codeBits <= 4 || matrix.pairs) && (0..<panels).allSatisfy { panel in
+            (matrix.codeBits <= 4 || matrix.indexLayout != nil) && (0..<panels).allSatisfy { panel in
                 (panel * 16..<min(rows, panel * 16 + 16)).allSatisfy {
                     luts[$0] == luts[panel * 16] && matrix.rowLowLUTs?[$0] == matrix.rowLowLUTs?[panel * 16]
                 }
@@ -184,10 +184,11 @@ public final class Int8PanelWeights: @unchecked Sendable {
                 for column in 0..<columns { codeMatrix[row * columns + column] = rowLUTs[row][Int(codeMatrix[row * columns + column])] }
             }
         }
-        let packedBits = matrix.pairs ? (matrix.codeBits <= 4 ? 2 : 3) : matrix.sparse24 ? 3 : matrix.codeBits > 4 || (matrix.rowLUTs != nil && sharedLUTs == nil) ? 8
-            : halfBlocks != nil ? 4 : max(2, matrix.codeBits)
-        let layout = matrix.sparse24 ? SHRINK_SPARSE24_PANELS : !matrix.pairs ? Int32(packedBits) : packedBits == 2 ? SHRINK_PAIR_PANELS : SHRINK_PAIR64_PANELS
+        let layout = matrix.indexLayout
+            ?? (matrix.codeBits > 4 || (matrix.rowLUTs != nil && sharedLUTs == nil) ? 8 : halfBlocks != nil ? 4 : Int32(max(2, matrix.codeBits)))
         kernelLayout = layout
+        // Bytes per panel over 32 inputs (16 channels) are bits per weight times 64.
+        let packedBits = shrink_panel_bytes(32, layout) / 64
         self.packedBits = packedBits
         let centered = packedBits < 8 || !matrix.exact || halfBlocks != nil || lowMatrix != nil ? nil
             : Self.centeredByteCodes(codeMatrix, matrix, rows: rows, columns: columns, weightBlock: blocksPerWeightBlock * 32)
@@ -386,7 +387,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
                 let crumb = 2 * ((input >> 3) & 1) + ((input >> 2) & 1)
                 entry |= Int((codes[block + 128 + ((input >> 4) & 1) * 32 + within] >> UInt8(2 * crumb)) & 0x03) << 4
             }
-            return Int32(luts![panel * 32 * (packedBits == 2 ? 1 : 4) + entry * 2 + (input & 1)])
+            return Int32(luts![panel * shrink_lut_bytes(kernelLayout) + entry * 2 + (input & 1)])
         }
         if packedBits < 8 {
             let index: Int
@@ -442,10 +443,10 @@ public final class Int8PanelWeights: @unchecked Sendable {
             let indices = unpack(weight.parts["indices"]!.bytes, count: rows * columns / width, bits: palette.bits)
             if width == 2, palette.bits <= 6, !wide, (0..<rows).allSatisfy({ rowCodes[$0] == rowCodes[$0 / 16 * 16] }) {
                 // Pair panels: the indices as stored, each row's entries as its LUT of 16 or 64 entries.
-                let lutBytes = palette.bits <= 4 ? 32 : 128
+                let layout = palette.bits <= 4 ? SHRINK_PAIR_PANELS : SHRINK_PAIR64_PANELS, lutBytes = shrink_lut_bytes(layout)
                 matrix.codes = indices
                 matrix.rowLUTs = rowCodes.map { codes in (0..<lutBytes).map { $0 < codes.count ? UInt8(codes[$0]) : 0 } }
-                (matrix.codeBits, matrix.pairs) = (palette.bits <= 4 ? 4 : 6, true)
+                (matrix.codeBits, matrix.indexLayout) = (palette.bits <= 4 ? 4 : 6, layout)
                 return matrix
             }
             let codes = (0..<(rows * columns)).map { rowCodes[$0 / columns][Int(indices[$0 / width]) * width + $0 % width] }
@@ -667,7 +668,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
         }
         matrix.codes = indices.map { $0 < 0 ? 0xFF : UInt8($0) }
         matrix.rowLUTs = (0..<rows).map { row in (0..<32).map { $0 < 16 ? UInt8(rowCodes[row][$0]) : $0 == 16 ? UInt8(rowZeros[row]) : 0 } }
-        (matrix.codeBits, matrix.sparse24) = (4, true)
+        (matrix.codeBits, matrix.indexLayout) = (4, SHRINK_SPARSE24_PANELS)
         return matrix
     }
 
