@@ -21,6 +21,7 @@ enum PerplexityCommand {
             OptionSpec(name: "--threads", valueName: "n", help: "Threads (default: all cores)."),
             OptionSpec(name: "--kl-base", valueName: "file", help: "Save this model's log-probabilities of the scored rows (the base of a KL-divergence run; 2 bytes per vocabulary entry and row)."),
             OptionSpec(name: "--kl-divergence", valueName: "file", help: "Report KL-divergence (mean, 99th percentile) and same-top-token rate against a --kl-base file of the same text, ctx and chunks."),
+            RuntimeArguments.activationsOption,
             OptionSpec(name: "--json", valueName: nil, help: "Print the result as JSON."),
         ])
 
@@ -30,7 +31,8 @@ enum PerplexityCommand {
         let chunks = arguments.value("--chunks") == nil ? nil : try arguments.positiveInteger("--chunks", default: 1, command: spec.name)
         let threads = try arguments.positiveInteger("--threads", default: ProcessInfo.processInfo.activeProcessorCount, command: spec.name)
         let textPath = arguments.value("--text") ?? Perplexity.defaultText
-        let (decoder, modelPath) = try openDecoder(arguments.value("--model"), threads: threads)
+        let activations = try RuntimeArguments.activations(arguments, command: spec.name)
+        let (decoder, modelPath) = try openDecoder(arguments.value("--model"), options: RuntimeOptions(threads: threads, activations: activations))
         guard let tokenizer = decoder.tokenizer else {
             throw ModelError.notRunnable(architecture: decoder.architecture, reason: "perplexity needs the tokenizer of a GGUF file")
         }
@@ -105,13 +107,13 @@ enum PerplexityCommand {
     }
 
     /// The decoder of a model argument (default: the smollm2 alias) and its weights path.
-    static func openDecoder(_ argument: String?, threads: Int) throws -> (LlamaDecoder, String) {
+    static func openDecoder(_ argument: String?, options: RuntimeOptions) throws -> (LlamaDecoder, String) {
         let location = try ModelLocation.resolve(argument ?? "smollm2")
         let (files, architecture) = try ModelArchitectures.open(weightsPath: location.weightsPath, configPath: location.configPath)
         guard let family = architecture as? any LlamaFamilyArchitecture else {
             throw ModelError.wrongCapability(architecture: type(of: architecture).name, needed: "next-token logits")
         }
-        return (try family.makeDecoder(files: files, options: RuntimeOptions(threads: threads)), location.weightsPath)
+        return (try family.makeDecoder(files: files, options: options), location.weightsPath)
     }
 
     static func readText(_ path: String) throws -> String {

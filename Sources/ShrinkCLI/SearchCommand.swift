@@ -3,6 +3,7 @@ import Shrink
 import ShrinkCompression
 import ShrinkEvaluation
 import ShrinkIO
+import ShrinkKernels
 
 /// `shrink sensitivity`: per linear layer and candidate recipe, the task's metrics with that layer
 /// alone compressed; a table and a JSON report.
@@ -17,6 +18,10 @@ enum SensitivityCommand {
             OptionSpec(name: "--candidates", valueName: "file", help: "Candidate recipes (JSON); each layer is tried with the config each gives it. Required.", isList: true),
             OptionSpec(name: "--output", valueName: "file", help: "Where to write the JSON report that shrink search reads. Required."),
             OptionSpec(name: "--threads", valueName: "n", help: "Threads (default: all cores)."),
+            OptionSpec(name: "--activations", valueName: "f32|int8",
+                       help: "Precision of every evaluation (default f32: with int8, one layer's drift carries the re-drawn rounding of every later layer's activations)."),
+            OptionSpec(name: "--group-blocks", valueName: "n",
+                       help: "Scan each kind of tensor over n consecutive blocks as one unit (default 1: every tensor alone)."),
             StatisticsOption.option,
         ] + TaskOptions.options)
 
@@ -28,8 +33,13 @@ enum SensitivityCommand {
         let (location, task) = try TaskOptions.resolve(arguments, command: spec.name)
         let limit = arguments.value("--limit").flatMap { Int($0) }
         let base = arguments.value("--base") ?? location.configPath.map { ($0 as NSString).deletingLastPathComponent }
+        let precision = arguments.value("--activations") ?? ActivationPrecision.float32.rawValue
+        guard let activations = ActivationPrecision(rawValue: precision) else {
+            throw UsageError(command: spec.name, message: "--activations must be f32 or int8, not '\(precision)'")
+        }
         let scan = SensitivityScan(model: location, candidates: candidates, task: task, taskSettings: (arguments.value("--data"), limit, base),
-                                   threads: threads, statistics: try arguments.value("--stats").map { try CalibrationStatisticsFile(path: $0) })
+                                   threads: threads, statistics: try arguments.value("--stats").map { try CalibrationStatisticsFile(path: $0) },
+                                   activations: activations, blocksPerUnit: try arguments.positiveInteger("--group-blocks", default: 1, command: spec.name))
         let report = try TaskOptions.withScratchFolder("sensitivity") { scratch in
             try scan.run(scratch: scratch, progress: console.progress(total: try scan.stepCount()))
         }
@@ -95,17 +105,23 @@ enum SearchCommand {
         let location = try ModelLocation.resolve(report.model)
         let task = try EvaluationTasks.make(name: report.task, data: report.data, base: report.base ?? ModelRegistry.directory(of: ModelRegistry.defaultEntry),
                                             limit: report.limit)
-        let (baseline, metrics) = try TaskOptions.withScratchFolder("search") { scratch in
+        let precisions = [report.activationPrecision] + (report.activationPrecision == .int8 ? [] : [ActivationPrecision.int8])
+        let verified = try TaskOptions.withScratchFolder("search") { scratch in
             let compressed = (scratch as NSString).appendingPathComponent("searched.safetensors")
             _ = try ModelCompressor.compress(model: location, recipe: try Recipe.load(path: output), output: compressed, threads: threads,
                                              calibrationCache: try StatisticsOption.cache(arguments))
-            let baseline = try task.evaluateBaseline(try task.load(weights: location.weightsPath, threads: threads))
-            return (baseline, try task.evaluate(try task.load(weights: compressed, threads: threads), against: baseline))
+            return try precisions.map { activations in
+                let baseline = try task.evaluateBaseline(try task.load(weights: location.weightsPath, threads: threads, activations: activations))
+                return (activations, baseline, try task.evaluate(try task.load(weights: compressed, threads: threads, activations: activations), against: baseline))
+            }
         }
-        let loss = SensitivityReport.loss(metrics, accuracyMetric: task.accuracyMetric)
-        console.print(String(format: "Verified: %@ %.4f (baseline %.4f, drop %.4f), %@ %.5f (predicted as the sum of the layers' alone: %.5f)",
-                             task.accuracyMetric as NSString, metrics[task.accuracyMetric] ?? Double.nan, baseline.metrics[task.accuracyMetric] ?? Double.nan,
-                             metrics[task.accuracyMetric + "_drop"] ?? Double.nan, loss.name as NSString, loss.value, predicted))
+        for (activations, baseline, metrics) in verified {
+            let loss = SensitivityReport.loss(metrics, accuracyMetric: task.accuracyMetric)
+            let prediction = activations == report.activationPrecision ? String(format: " (predicted as the sum of the layers' alone: %.5f)", predicted) : ""
+            console.print(String(format: "Verified, %@ activations: %@ %.4f (baseline %.4f, drop %.4f), %@ %.5f%@", activations.rawValue as NSString,
+                                 task.accuracyMetric as NSString, metrics[task.accuracyMetric] ?? Double.nan, baseline.metrics[task.accuracyMetric] ?? Double.nan,
+                                 metrics[task.accuracyMetric + "_drop"] ?? Double.nan, loss.name as NSString, loss.value, prediction as NSString))
+        }
         return 0
     }
 }

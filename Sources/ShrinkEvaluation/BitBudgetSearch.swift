@@ -70,7 +70,7 @@ public enum BitBudgetSearch {
         return chosen.reversed()
     }
 
-    /// The recipe that applies `chosen`: an `op_name` entry per layer with its candidate's config,
+    /// The recipe that applies `chosen`: an `op_name` entry per tensor with its candidate's config,
     /// and the calibration data of the chosen candidates (which must agree), absolute.
     public static func recipe(_ chosen: [LayerSensitivity], report: SensitivityReport) throws -> String {
         let used = Set(chosen.map(\.candidate))
@@ -79,8 +79,9 @@ public enum BitBudgetSearch {
             throw DatasetError.cannotRead(path: first.recipe, reason: "the chosen candidates calibrate on different data; give them the same \"calibration\"")
         }
         var lines = ["{", "  \"op_name\": {"]
-        for (index, layer) in chosen.enumerated() {
-            lines.append("    \(JSONValue.string(layer.layer).serialized()): \(layer.config)" + (index + 1 < chosen.count ? "," : ""))
+        let entries = chosen.flatMap { layer in layer.compressedTensors.map { (tensor: $0, config: layer.config) } }
+        for (index, entry) in entries.enumerated() {
+            lines.append("    \(JSONValue.string(entry.tensor).serialized()): \(entry.config)" + (index + 1 < entries.count ? "," : ""))
         }
         lines.append("  }" + (calibrations.isEmpty ? "" : ","))
         if let calibration = calibrations.first, let data = calibration.calibrationData {

@@ -1,4 +1,5 @@
 import Foundation
+import ShrinkKernels
 
 /// Whether larger values of a metric are better (Spearman, accuracy) or worse (perplexity).
 public enum MetricDirection: String, Sendable, Codable {
@@ -59,10 +60,18 @@ public protocol EvaluationTask: Sendable {
     var driftMetrics: [String] { get }
     /// The timed workloads, in report order.
     var latencyWorkloads: [LatencyWorkload] { get }
-    /// Loads the model stored in `weights` (a plain or compressed file) for this task.
-    func load(weights: String, threads: Int) throws -> any TaskModel
+    /// Loads the model stored in `weights` (a plain or compressed file) for this task, its
+    /// compressed layers computing with `activations`.
+    func load(weights: String, threads: Int, activations: ActivationPrecision) throws -> any TaskModel
     /// A fresh accumulator of how far a model's outputs move from `reference` (the baseline's).
     func makeDrift(reference: TaskOutputs) -> any DriftAccumulator
+}
+
+extension EvaluationTask {
+    /// Loads the model as the runtime runs it by default (int8 activations).
+    public func load(weights: String, threads: Int) throws -> any TaskModel {
+        try load(weights: weights, threads: threads, activations: .int8)
+    }
 }
 
 /// A model loaded for a task: it evaluates, streaming its outputs, and runs the timed workloads.

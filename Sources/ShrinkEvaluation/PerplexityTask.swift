@@ -30,6 +30,9 @@ public struct PerplexityTask: EvaluationTask {
     public let context: Int
     /// Windows to score (fewer when the text holds fewer).
     public let chunks: Int
+    /// The text's ids under the last tokenizer it was encoded with, so a scan that loads many
+    /// compressed copies of one model tokenizes once.
+    let encoded = EncodedText()
 
     /// - Throws: `DatasetError.cannotRead` naming the file when it cannot be read as UTF-8 text, or
     ///   when `context` is below 4.
@@ -43,17 +46,17 @@ public struct PerplexityTask: EvaluationTask {
         self.chunks = chunks
     }
 
-    public func load(weights: String, threads: Int) throws -> any TaskModel {
+    public func load(weights: String, threads: Int, activations: ActivationPrecision) throws -> any TaskModel {
         let location = try ModelLocation.resolve(weights)
         let (files, architecture) = try ModelArchitectures.open(weightsPath: location.weightsPath, configPath: location.configPath)
         guard let family = architecture as? any LlamaFamilyArchitecture else {
             throw ModelError.wrongCapability(architecture: type(of: architecture).name, needed: "next-token logits (task perplexity)")
         }
-        let decoder = try family.makeDecoder(files: files, options: RuntimeOptions(threads: threads))
+        let decoder = try family.makeDecoder(files: files, options: RuntimeOptions(threads: threads, activations: activations))
         guard let tokenizer = decoder.tokenizer else {
             throw ModelError.notRunnable(architecture: decoder.architecture, reason: "task perplexity needs the model's tokenizer (GGUF metadata)")
         }
-        let tokens = tokenizer.encode(text)
+        let tokens = encoded.ids(of: text, tokenizer: tokenizer)
         guard tokens.count >= context else {
             throw DatasetError.cannotRead(path: textPath, reason: Perplexity.Failure.tooShort(tokens: tokens.count, context: context).description)
         }
@@ -61,6 +64,22 @@ public struct PerplexityTask: EvaluationTask {
     }
 
     public func makeDrift(reference: TaskOutputs) -> any DriftAccumulator { KLDivergenceDrift(reference: reference) }
+}
+
+/// One text's ids under one tokenizer, encoded again only for a tokenizer that encodes
+/// differently (`BPETokenizer.encodesLike`).
+final class EncodedText: @unchecked Sendable {
+    private let lock = NSLock()
+    private var cached: (tokenizer: BPETokenizer, ids: [Int32])?
+
+    func ids(of text: String, tokenizer: BPETokenizer) -> [Int32] {
+        lock.lock()
+        defer { lock.unlock() }
+        if let cached, cached.tokenizer.encodesLike(tokenizer) { return cached.ids }
+        let ids = tokenizer.encode(text)
+        cached = (tokenizer, ids)
+        return ids
+    }
 }
 
 /// Drift of next-token distributions: each streamed row (log-probabilities) against the

@@ -35,9 +35,9 @@ public struct STSTask: EvaluationTask {
         self.throughputSentences = throughputSentences
     }
 
-    public func load(weights: String, threads: Int) throws -> any TaskModel {
+    public func load(weights: String, threads: Int, activations: ActivationPrecision) throws -> any TaskModel {
         let (files, architecture) = try ModelArchitectures.open(weightsPath: weights, configPath: base + "/config.json", folder: base)
-        let runtime = try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: threads))
+        let runtime = try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: threads, activations: activations))
         guard let encoder = runtime as? any SentenceEmbeddingRuntime else {
             throw ModelError.wrongCapability(architecture: type(of: architecture).name, needed: "sentence embeddings (task stsb)")
         }

@@ -125,6 +125,15 @@ public struct BPETokenizer: Sendable {
         preTokenizer = pre
     }
 
+    /// Whether `other` encodes every text to the same ids: the same vocabulary, pre-tokenizer,
+    /// special tokens, merges (ranks and results), byte symbols and BOS rule. O(vocabulary + merges).
+    public func encodesLike(_ other: BPETokenizer) -> Bool {
+        guard tokens == other.tokens, preTokenizer == other.preTokenizer, bos == other.bos, addsBOS == other.addsBOS,
+              byteTokens == other.byteTokens, merges.count == other.merges.count,
+              specials.map(\.id) == other.specials.map(\.id), specials.map(\.control) == other.specials.map(\.control) else { return false }
+        return merges.allSatisfy { pair, merge in other.merges[pair].map { $0.rank == merge.rank && $0.merged == merge.merged } ?? false }
+    }
+
     /// The ids of `text`, with BOS first when `addBOS` (default: the file's rule).
     public func encode(_ text: String, addBOS: Bool? = nil, parseSpecial: Bool = false) -> [Int32] {
         var output: [Int32] = []

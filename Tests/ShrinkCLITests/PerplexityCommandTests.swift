@@ -11,12 +11,17 @@ import ShrinkTestSupport
         #expect(object["chunks"] as? Int == 1 && object["scored_tokens"] as? Int == 63 && object["ctx"] as? Int == 128)
         let perplexity = try #require(object["perplexity"] as? Double)
         #expect(perplexity > 1 && perplexity < 100)
+        // fp32 activations: the same window within a few percent of the int8 path's perplexity.
+        let float = run(["perplexity", "--ctx", "128", "--chunks", "1", "--threads", "2", "--activations", "f32", "--json"])
+        let floatObject = try JSONSerialization.jsonObject(with: Data(float.output.utf8)) as! [String: Any]
+        let floatPerplexity = try #require(floatObject["perplexity"] as? Double)
+        #expect(floatPerplexity != perplexity && abs(floatPerplexity / perplexity - 1) < 0.05, "f32 \(floatPerplexity), int8 \(perplexity)")
     }
 
     @Test func refusesWhatItCannotMeasure() {
         let folder = TemporaryDirectory()
         let short = folder.file("short.txt")
-        FileManager.default.createFile(atPath: short, contents: Data("A few words only.".utf8))
+        _ = FileManager.default.createFile(atPath: short, contents: Data("A few words only.".utf8))
         let tooShort = run(["perplexity", "--text", short])
         #expect(tooShort.code != 0 && tooShort.errors.contains("fewer than one context of 512"))
         let encoder = run(["perplexity", "--model", "minilm", "--chunks", "1"])
@@ -24,6 +29,7 @@ import ShrinkTestSupport
         let missing = run(["perplexity", "--text", folder.file("none.txt")])
         #expect(missing.code != 0 && missing.errors.contains("none.txt"))
         #expect(run(["perplexity", "--ctx", "2"]).errors.contains("--ctx must be at least 4"))
+        #expect(run(["perplexity", "--activations", "bf16"]).errors.contains("--activations must be int8 or f32"))
     }
 }
 
@@ -43,7 +49,7 @@ import ShrinkTestSupport
     @Test func tokenizePrintsTheReferenceIDs() {
         let folder = TemporaryDirectory()
         let input = folder.file("text.txt")
-        FileManager.default.createFile(atPath: input, contents: Data("Hello world! The quick brown fox jumps over the lazy dog.".utf8))
+        _ = FileManager.default.createFile(atPath: input, contents: Data("Hello world! The quick brown fox jumps over the lazy dog.".utf8))
         let result = run(["tokenize", "--input", input, "--json"])
         #expect(result.code == 0 && result.output == "[19556, 905, 17, 378, 2365, 6354, 16438, 27003, 690, 260, 23790, 2767, 30]")
         #expect(run(["tokenize", "--input", folder.file("none.txt")]).code != 0)

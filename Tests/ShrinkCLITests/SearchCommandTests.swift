@@ -7,16 +7,21 @@ import ShrinkTestSupport
 /// `shrink sensitivity` then `shrink search` on the real MiniLM: two layers, two candidates, a few
 /// STS-B pairs. Needs the model.
 @Suite(.serialized) struct SearchCommandTests {
+    /// Candidates `two.json` (2-bit palettes) and `eight.json` (int8) for the layers `pattern` matches.
+    static func candidates(_ folder: TemporaryDirectory, layers pattern: String) throws -> [String] {
+        try Data(#"{"op_name": {"\#(pattern)": {"palettize": {"bits": 2}}}}"#.utf8).write(to: URL(fileURLWithPath: folder.file("two.json")))
+        try Data(#"{"op_name": {"\#(pattern)": {"quantize": {"bits": 8}}}}"#.utf8).write(to: URL(fileURLWithPath: folder.file("eight.json")))
+        return [folder.file("two.json"), folder.file("eight.json")]
+    }
+
     @Test func sensitivityFeedsASearchThatWritesAndVerifiesARecipe() throws {
         let folder = TemporaryDirectory()
-        let layers = #"encoder\\.layer\\.0\\.attention\\.self\\.(query|value)"#
-        try Data(#"{"op_name": {"\#(layers)": {"palettize": {"bits": 2}}}}"#.utf8).write(to: URL(fileURLWithPath: folder.file("two.json")))
-        try Data(#"{"op_name": {"\#(layers)": {"quantize": {"bits": 8}}}}"#.utf8).write(to: URL(fileURLWithPath: folder.file("eight.json")))
-        let sensitivity = run(["sensitivity", "--model", TestModels.miniLM, "--candidates", folder.file("two.json"), folder.file("eight.json"),
-                               "--limit", "8", "--output", folder.file("sensitivity.json")])
+        let candidates = try Self.candidates(folder, layers: #"encoder\\.layer\\.0\\.attention\\.self\\.(query|value)"#)
+        let sensitivity = run(["sensitivity", "--model", TestModels.miniLM, "--candidates"] + candidates + ["--limit", "8", "--output", folder.file("sensitivity.json")])
         #expect(sensitivity.code == 0, "\(sensitivity.errors)")
         let report = try SensitivityReport.read(path: folder.file("sensitivity.json"))
         #expect(report.lossMetric == "1 - mean_cosine" && report.layers.count == 4 && report.uniqueLayers.count == 2)
+        #expect(report.activations == "f32" && report.layers.allSatisfy { $0.tensors == nil })
         for layer in report.uniqueLayers {
             let two = try #require(report.layers.first { $0.layer == layer && $0.candidate == "two" })
             let eight = try #require(report.layers.first { $0.layer == layer && $0.candidate == "eight" })
@@ -26,7 +31,8 @@ import ShrinkTestSupport
         // 5.2 bits over the two layers: one at 8 bits, the other at 2.
         let search = run(["search", "--sensitivity", folder.file("sensitivity.json"), "--budget-bpw", "5.2", "--output", folder.file("searched.json")])
         #expect(search.code == 0, "\(search.errors)")
-        #expect(search.output.contains("Verified: spearman"), "\(search.output)")
+        #expect(search.output.contains("Verified, f32 activations: spearman") && search.output.contains("predicted as the sum"), "\(search.output)")
+        #expect(search.output.contains("Verified, int8 activations: spearman"), "\(search.output)")
         let recipe = try Recipe.load(path: folder.file("searched.json"))
         #expect(Set(recipe.opName.map(\.pattern)) == Set(report.uniqueLayers))
         #expect(Set(recipe.opName.compactMap { $0.config?.quantize?.bits ?? $0.config?.palettize?.bits }) == [2, 8])
@@ -36,6 +42,35 @@ import ShrinkTestSupport
         #expect(run(["search", "--sensitivity", folder.file("sensitivity.json"), "--output", folder.file("none.json")]).code == 2)
         let missing = run(["search", "--sensitivity", folder.file("nope.json"), "--budget-mb", "1", "--output", folder.file("none.json")])
         #expect(missing.code == 2 && missing.errors.contains("nope.json"))
+    }
+
+    /// With `--group-blocks 2`, one kind of tensor over two blocks is one unit: measured once, and
+    /// the searched recipe names each of its tensors. A candidate that gives a unit's tensors
+    /// different configs, or an unknown precision, is refused naming it.
+    @Test func groupedUnitsAreScannedOnceAndSearchedAsOne() throws {
+        let folder = TemporaryDirectory()
+        let candidates = try Self.candidates(folder, layers: #"encoder\\.layer\\.[01]\\.attention\\.self\\.query"#)
+        let sensitivity = run(["sensitivity", "--model", TestModels.miniLM, "--candidates"] + candidates
+                               + ["--limit", "8", "--group-blocks", "2", "--activations", "int8", "--output", folder.file("sensitivity.json")])
+        #expect(sensitivity.code == 0, "\(sensitivity.errors)")
+        let report = try SensitivityReport.read(path: folder.file("sensitivity.json"))
+        let tensors = ["encoder.layer.0.attention.self.query.weight", "encoder.layer.1.attention.self.query.weight"]
+        #expect(report.activations == "int8" && report.uniqueLayers == ["encoder.layer.0-1.attention.self.query.weight"])
+        #expect(report.layers.count == 2 && report.layers.allSatisfy { $0.tensors == tensors && $0.elements == 2 * 384 * 384 })
+        let search = run(["search", "--sensitivity", folder.file("sensitivity.json"), "--budget-bpw", "8.1", "--output", folder.file("searched.json")])
+        #expect(search.code == 0 && !search.output.contains("f32 activations"), "\(search.errors)")
+        let recipe = try Recipe.load(path: folder.file("searched.json"))
+        #expect(recipe.opName.map(\.pattern) == tensors && recipe.opName.allSatisfy { $0.config?.quantize?.bits == 8 })
+
+        let mixed = #"{"op_name": {"encoder\\.layer\\.0\\.attention\\.self\\.query": {"quantize": {"bits": 8}}, "encoder\\.layer\\.1\\.attention\\.self\\.query": {"quantize": {"bits": 4}}}}"#
+        try Data(mixed.utf8).write(to: URL(fileURLWithPath: folder.file("mixed.json")))
+        let refused = run(["sensitivity", "--model", TestModels.miniLM, "--candidates", folder.file("mixed.json"), "--limit", "8", "--group-blocks", "2",
+                           "--output", folder.file("none.json")])
+        #expect(refused.code == 2 && refused.errors.contains("mixed.json") && refused.errors.contains("different configs"), "\(refused.errors)")
+        let precision = run(["sensitivity", "--model", TestModels.miniLM, "--candidates", folder.file("two.json"), "--activations", "f16",
+                             "--output", folder.file("none.json")])
+        #expect(precision.code == 2 && precision.errors.contains("--activations must be f32 or int8"), "\(precision.errors)")
+        #expect(!FileManager.default.fileExists(atPath: folder.file("none.json")))
     }
 
     /// `shrink calibrate` writes statistics that `compress --stats` reads; bad arguments and a file

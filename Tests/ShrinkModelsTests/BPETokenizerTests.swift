@@ -97,4 +97,28 @@ import ShrinkTestSupport
             }
         }
     }
+
+    /// Two loads of one file encode alike; changing the merges' order, the pre-tokenizer or the
+    /// BOS rule makes them differ.
+    @Test func encodesLikeComparesEverythingThatShapesTheIDs() throws {
+        #expect(try Self.smolLM2().encodesLike(try Self.smolLM2()))
+        let folder = TemporaryDirectory()
+        let symbols = (0..<256).map { GGUFValue.string(String(BPETokenizer.byteSymbols[$0])) }
+        func tokenizer(merges: [String], pre: String = "gpt2", addBOS: Bool = false) throws -> BPETokenizer {
+            let metadata: [(String, GGUFValue)] = [
+                ("tokenizer.ggml.model", .string("gpt2")), ("tokenizer.ggml.pre", .string(pre)),
+                ("tokenizer.ggml.tokens", .array(elementType: 8, symbols + [.string("ab"), .string("bc")])),
+                ("tokenizer.ggml.merges", .array(elementType: 8, merges.map { .string($0) })),
+                ("tokenizer.ggml.bos_token_id", .uint32(0)), ("tokenizer.ggml.add_bos_token", .bool(addBOS)),
+            ]
+            return try BPETokenizer(gguf: GGUFFile(path: GGUFBuilder.metadataOnly(metadata).write(folder)))
+        }
+        let base = try tokenizer(merges: ["a b", "b c"])
+        #expect(base.encodesLike(try tokenizer(merges: ["a b", "b c"])))
+        #expect(base.encode("abc") != (try tokenizer(merges: ["b c", "a b"])).encode("abc"))
+        for other in [try tokenizer(merges: ["b c", "a b"]), try tokenizer(merges: ["a b"]), try tokenizer(merges: ["a b", "b c"], pre: "smollm"),
+                      try tokenizer(merges: ["a b", "b c"], addBOS: true)] {
+            #expect(!base.encodesLike(other) && !other.encodesLike(base))
+        }
+    }
 }
