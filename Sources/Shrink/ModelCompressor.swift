@@ -55,13 +55,23 @@ public struct CompressionSummary: Codable, Sendable {
 /// The compression pipeline: read a model, resolve a recipe, compress every planned tensor,
 /// write the compressed container atomically (nothing is written when any step fails).
 public enum ModelCompressor {
-    /// Compresses the model at `model` with `recipe` into `output`, using `threads` workers (one
-    /// tensor each). `progress` is called once per compressed tensor, in completion order.
-    /// `calibrationCache` shares calibration runs between compressions of one model.
-    public static func compress(model: ModelLocation, recipe: Recipe, output: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
-                                calibrationCache: CalibrationCache? = nil,
-                                progress: @Sendable (TensorCompressionReport) -> Void = { _ in }) throws -> CompressionSummary {
-        let start = DispatchTime.now()
+    /// What `encode` produced: the tensors the recipe compresses, in memory, with their reports;
+    /// the source store; the tensors kept with the reason; the source file's SHA-256.
+    public struct EncodedModel: Sendable {
+        public let store: any TensorStore
+        public let tensors: [EncodedTensor]
+        public let reports: [TensorCompressionReport]
+        public let kept: [String: String]
+        public let sourceDigest: String
+    }
+
+    /// Compresses the tensors `recipe` plans for the model at `model` in memory, using `threads`
+    /// workers (one tensor each); nothing is written. `progress` is called once per compressed
+    /// tensor, in completion order. `calibrationCache` shares calibration runs between
+    /// compressions of one model.
+    public static func encode(model: ModelLocation, recipe: Recipe, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
+                              calibrationCache: CalibrationCache? = nil,
+                              progress: @Sendable (TensorCompressionReport) -> Void = { _ in }) throws -> EncodedModel {
         let store: any TensorStore
         if try ModelFileFormat.detect(path: model.weightsPath) == .gguf {
             store = try GGUFStore(path: model.weightsPath)
@@ -112,9 +122,20 @@ public enum ModelCompressor {
                 return (encoded, report)
             }
         }
+        return EncodedModel(store: store, tensors: results.map(\.0), reports: results.map(\.1), kept: kept, sourceDigest: sourceDigest)
+    }
+
+    /// Compresses the model at `model` with `recipe` into `output` (`encode`, then the container
+    /// written atomically).
+    public static func compress(model: ModelLocation, recipe: Recipe, output: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
+                                calibrationCache: CalibrationCache? = nil,
+                                progress: @Sendable (TensorCompressionReport) -> Void = { _ in }) throws -> CompressionSummary {
+        let start = DispatchTime.now()
+        let encodedModel = try encode(model: model, recipe: recipe, threads: threads, calibrationCache: calibrationCache, progress: progress)
+        let store = encodedModel.store, kept = encodedModel.kept, sourceDigest = encodedModel.sourceDigest
         // Tensors the recipe keeps stay as stored: dense ones dense, a GGUF file's block types in
         // their encoding.
-        let encodedNames = Set(results.map(\.0.name))
+        let encodedNames = Set(encodedModel.tensors.map(\.name))
         var dense: [(name: String, tensor: DenseTensor)] = []
         var keptEncoded: [EncodedTensor] = []
         for name in store.names where !encodedNames.contains(name) {
@@ -133,10 +154,10 @@ public enum ModelCompressor {
         metadata["shrink.recipe_name"] = recipe.name
         metadata["shrink.source"] = (model.weightsPath as NSString).lastPathComponent
         metadata["shrink.source_sha256"] = sourceDigest
-        let encoded = results.map(\.0) + keptEncoded
+        let encoded = encodedModel.tensors + keptEncoded
         try CompressedModel(denseTensors: dense, encodedTensors: encoded, metadata: metadata).write(to: output)
 
-        let reports = results.map(\.1)
+        let reports = encodedModel.reports
         let keptBytes = dense.reduce(0) { $0 + $1.tensor.byteCount } + keptEncoded.reduce(0) { $0 + $1.byteCount }
         let sourceBytes = store.names.reduce(0) { total, name in total + (store.storage(of: name)?.bytes ?? 0) }
         return CompressionSummary(

@@ -40,9 +40,7 @@ enum SensitivityCommand {
         let scan = SensitivityScan(model: location, candidates: candidates, task: task, taskSettings: (arguments.value("--data"), limit, base),
                                    threads: threads, statistics: try arguments.value("--stats").map { try CalibrationStatisticsFile(path: $0) },
                                    activations: activations, blocksPerUnit: try arguments.positiveInteger("--group-blocks", default: 1, command: spec.name))
-        let report = try TaskOptions.withScratchFolder("sensitivity") { scratch in
-            try scan.run(scratch: scratch, progress: console.progress(total: try scan.stepCount()))
-        }
+        let report = try scan.run(progress: console.progress(total: try scan.stepCount()))
         let file = try AtomicFile(path: output)
         try report.json().withUnsafeBytes { try file.write($0) }
         try file.commit()

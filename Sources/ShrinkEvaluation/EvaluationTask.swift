@@ -1,4 +1,5 @@
 import Foundation
+import ShrinkCore
 import ShrinkKernels
 
 /// Whether larger values of a metric are better (Spearman, accuracy) or worse (perplexity).
@@ -60,15 +61,21 @@ public protocol EvaluationTask: Sendable {
     var driftMetrics: [String] { get }
     /// The timed workloads, in report order.
     var latencyWorkloads: [LatencyWorkload] { get }
-    /// Loads the model stored in `weights` (a plain or compressed file) for this task, its
-    /// compressed layers computing with `activations`.
-    func load(weights: String, threads: Int, activations: ActivationPrecision) throws -> any TaskModel
+    /// Loads the model stored in `weights` (a plain or compressed file), with the tensors of
+    /// `replacing` in place of the stored ones, for this task; its compressed layers compute with
+    /// `activations`.
+    func load(weights: String, replacing: [EncodedTensor], threads: Int, activations: ActivationPrecision) throws -> any TaskModel
     /// A fresh accumulator of how far a model's outputs move from `reference` (the baseline's).
     func makeDrift(reference: TaskOutputs) -> any DriftAccumulator
 }
 
 extension EvaluationTask {
-    /// Loads the model as the runtime runs it by default (int8 activations).
+    /// Loads the model as stored.
+    public func load(weights: String, threads: Int, activations: ActivationPrecision) throws -> any TaskModel {
+        try load(weights: weights, replacing: [], threads: threads, activations: activations)
+    }
+
+    /// Loads the model as stored, as the runtime runs it by default (int8 activations).
     public func load(weights: String, threads: Int) throws -> any TaskModel {
         try load(weights: weights, threads: threads, activations: .int8)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import ShrinkCore
 import Shrink
 import ShrinkKernels
 import ShrinkModels
@@ -46,13 +47,13 @@ public struct PerplexityTask: EvaluationTask {
         self.chunks = chunks
     }
 
-    public func load(weights: String, threads: Int, activations: ActivationPrecision) throws -> any TaskModel {
+    public func load(weights: String, replacing: [EncodedTensor], threads: Int, activations: ActivationPrecision) throws -> any TaskModel {
         let location = try ModelLocation.resolve(weights)
         let (files, architecture) = try ModelArchitectures.open(weightsPath: location.weightsPath, configPath: location.configPath)
         guard let family = architecture as? any LlamaFamilyArchitecture else {
             throw ModelError.wrongCapability(architecture: type(of: architecture).name, needed: "next-token logits (task perplexity)")
         }
-        let decoder = try family.makeDecoder(files: files, options: RuntimeOptions(threads: threads, activations: activations))
+        let decoder = try family.makeDecoder(files: try files.replacing(replacing), options: RuntimeOptions(threads: threads, activations: activations))
         guard let tokenizer = decoder.tokenizer else {
             throw ModelError.notRunnable(architecture: decoder.architecture, reason: "task perplexity needs the model's tokenizer (GGUF metadata)")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import ShrinkCore
 import ShrinkKernels
 import ShrinkModels
 
@@ -35,9 +36,9 @@ public struct STSTask: EvaluationTask {
         self.throughputSentences = throughputSentences
     }
 
-    public func load(weights: String, threads: Int, activations: ActivationPrecision) throws -> any TaskModel {
+    public func load(weights: String, replacing: [EncodedTensor], threads: Int, activations: ActivationPrecision) throws -> any TaskModel {
         let (files, architecture) = try ModelArchitectures.open(weightsPath: weights, configPath: base + "/config.json", folder: base)
-        let runtime = try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: threads, activations: activations))
+        let runtime = try architecture.makeRuntime(files: try files.replacing(replacing), options: RuntimeOptions(threads: threads, activations: activations))
         guard let encoder = runtime as? any SentenceEmbeddingRuntime else {
             throw ModelError.wrongCapability(architecture: type(of: architecture).name, needed: "sentence embeddings (task stsb)")
         }

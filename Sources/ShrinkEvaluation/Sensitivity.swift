@@ -225,26 +225,26 @@ public struct SensitivityScan {
     /// Steps `run` reports: the baseline, then one per (unit, candidate).
     public func stepCount() throws -> Int { try 1 + plans(candidates.map { try Recipe.load(path: $0) }).reduce(0) { $0 + $1.count } }
 
-    /// Runs the scan; per-unit compressed files go to `scratch` (removed by the caller).
-    public func run(scratch: String, progress: ProgressReporter? = nil) throws -> SensitivityReport {
+    /// Runs the scan; each unit's compressed tensors replace the stored ones in memory.
+    public func run(progress: ProgressReporter? = nil) throws -> SensitivityReport {
         let recipes = try candidates.map { try Recipe.load(path: $0) }
         let plans = try plans(recipes)
         progress?.begin("evaluating the baseline on \(task.name)")
         let baseline = try task.evaluateBaseline(try task.load(weights: model.weightsPath, threads: threads, activations: activations))
         progress?.end()
         let cache = statistics.map(CalibrationCache.init(statistics:)) ?? CalibrationCache()
-        let output = (scratch as NSString).appendingPathComponent("layer.safetensors")
         var layers: [LayerSensitivity] = []
         var lossName = ""
         for (recipe, plan) in zip(recipes, plans) {
             for unit in plan {
                 progress?.begin("\(recipe.name): \(unit.name)")
-                let summary = try ModelCompressor.compress(model: model, recipe: recipe.restricted(to: unit.tensors.map { ($0, unit.config) }),
-                                                           output: output, threads: threads, calibrationCache: cache)
-                let metrics = try task.evaluate(try task.load(weights: output, threads: threads, activations: activations), against: baseline)
+                let encoded = try ModelCompressor.encode(model: model, recipe: recipe.restricted(to: unit.tensors.map { ($0, unit.config) }),
+                                                         threads: threads, calibrationCache: cache)
+                let metrics = try task.evaluate(try task.load(weights: model.weightsPath, replacing: encoded.tensors, threads: threads,
+                                                              activations: activations), against: baseline)
                 let loss = SensitivityReport.loss(metrics, accuracyMetric: task.accuracyMetric)
                 lossName = loss.name
-                let compressed = summary.tensors.filter { unit.tensors.contains($0.name) }
+                let compressed = encoded.reports.filter { unit.tensors.contains($0.name) }
                 layers.append(LayerSensitivity(layer: unit.name, tensors: unit.tensors.count > 1 ? unit.tensors : nil, candidate: recipe.name,
                                                elements: compressed.reduce(0) { $0 + $1.elements }, bytes: compressed.reduce(0) { $0 + $1.bytesAfter },
                                                metrics: metrics, loss: loss.value, config: unit.json))

@@ -114,6 +114,36 @@ public struct InMemoryTensorStore: TensorStore {
     public var fileBytes: Int { tensors.values.reduce(0) { $0 + $1.byteCount } }
 }
 
+/// A store with some of its tensors replaced by encoded tensors held in memory: the model as a
+/// compressed file of it would hold it, without writing one (what a sensitivity scan evaluates).
+public struct OverlayTensorStore: TensorStore {
+    public let base: any TensorStore
+    private let replacements: [String: EncodedTensor]
+
+    /// - Throws: `ShrinkIOError.tensorNotFound` for a replacement the base does not hold, `.invalidShape` for one
+    ///   whose shape differs from the tensor it replaces.
+    public init(base: any TensorStore, replacing tensors: [EncodedTensor]) throws(ShrinkIOError) {
+        var replacements: [String: EncodedTensor] = [:]
+        for tensor in tensors {
+            guard let original = base.tensor(named: tensor.name) else { throw .tensorNotFound(path: base.path, tensor: tensor.name) }
+            guard original.shape == tensor.shape else {
+                throw .invalidShape(path: base.path, tensor: tensor.name, reason: "a replacement of shape \(tensor.shape) for shape \(original.shape)")
+            }
+            replacements[tensor.name] = tensor
+        }
+        self.base = base
+        self.replacements = replacements
+    }
+
+    public var path: String { base.path }
+    public var formatName: String { "\(base.formatName), \(replacements.count) tensors replaced in memory" }
+    public var names: [String] { base.names }
+    public var metadata: [String: String] { base.metadata }
+    public var fileBytes: Int { base.fileBytes }
+
+    public func tensor(named name: String) -> StoredTensor? { replacements[name].map(StoredTensor.encoded) ?? base.tensor(named: name) }
+}
+
 /// A safetensors file: plain (every tensor dense) or Shrink's compressed container (encoded
 /// tensors rebuilt from their `name#part` entries, see `CompressedModel`).
 public struct SafetensorsStore: TensorStore {

@@ -102,6 +102,12 @@ public struct ModelFiles: Sendable {
         self.configuration = configuration
         self.folder = folder
     }
+
+    /// The same files with `tensors` in place of the stored ones (itself when there are none).
+    /// - Throws: `ShrinkIOError` naming a tensor the store lacks or whose shape differs.
+    public func replacing(_ tensors: [EncodedTensor]) throws(ShrinkIOError) -> ModelFiles {
+        tensors.isEmpty ? self : ModelFiles(store: try OverlayTensorStore(base: store, replacing: tensors), configuration: configuration, folder: folder)
+    }
 }
 
 /// A model ready to run, whatever its architecture. Capabilities are protocols that refine this

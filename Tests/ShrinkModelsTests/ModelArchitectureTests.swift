@@ -1,5 +1,7 @@
 import Foundation
 import Testing
+import Shrink
+import ShrinkCompression
 import ShrinkCore
 import ShrinkIO
 import ShrinkModels
@@ -78,6 +80,40 @@ import ShrinkTestSupport
         let fromMemory = try #require(try architecture.makeRuntime(files: memory, options: options) as? any SentenceEmbeddingRuntime)
         let ids = ["A man is playing a guitar.", "Shrink runs any store."].map(fromFile.tokenize)
         #expect(fromFile.embed(ids) == fromMemory.embed(ids))
+    }
+
+    /// Tensors the compressor encodes in memory, in place of the stored ones, embed as the
+    /// container it writes does; a replacement the store lacks, or of another shape, is refused
+    /// naming it.
+    @Test func tensorsReplacedInMemoryRunAsTheWrittenContainer() throws {
+        let folder = TemporaryDirectory()
+        let query = "encoder.layer.0.attention.self.query.weight"
+        let recipe = try Recipe.parse(Data(#"{"op_name": {"encoder\\.layer\\.[01]\\.attention\\.self\\.query": {"quantize": {"bits": 4, "granularity": "per_block", "block_size": 32}}}}"#.utf8),
+                                      file: "r.json")
+        let location = try ModelLocation.resolve(TestModels.miniLM)
+        let encoded = try ModelCompressor.encode(model: location, recipe: recipe, threads: 2)
+        #expect(encoded.tensors.map(\.name).sorted() == [query, "encoder.layer.1.attention.self.query.weight"])
+        _ = try ModelCompressor.compress(model: location, recipe: recipe, output: folder.file("c.safetensors"), threads: 2)
+        let (files, architecture) = try Self.miniLM()
+        let replaced = try files.replacing(encoded.tensors)
+        guard case .encoded(let tensor)? = replaced.store.tensor(named: query) else { Issue.record("\(query) is not the encoded replacement"); return }
+        let original = try #require(encoded.tensors.first { $0.name == query })
+        #expect(tensor.encoding == original.encoding && tensor.decode() == original.decode())
+        let options = RuntimeOptions(threads: 2)
+        let (written, _) = try ModelArchitectures.open(weightsPath: folder.file("c.safetensors"), configPath: TestModels.miniLM + "/config.json")
+        let fromMemory = try #require(try architecture.makeRuntime(files: replaced, options: options) as? any SentenceEmbeddingRuntime)
+        let fromFile = try #require(try architecture.makeRuntime(files: written, options: options) as? any SentenceEmbeddingRuntime)
+        let stored = try #require(try architecture.makeRuntime(files: files, options: options) as? any SentenceEmbeddingRuntime)
+        let ids = ["A man is playing a guitar.", "Shrink runs any store."].map(fromFile.tokenize)
+        #expect(fromMemory.embed(ids) == fromFile.embed(ids) && fromMemory.embed(ids) != stored.embed(ids))
+
+        let renamed = try EncodedTensor(name: "encoder.layer.9.nope.weight", shape: tensor.shape, sourceDType: tensor.sourceDType,
+                                        encoding: tensor.encoding, parts: tensor.parts)
+        #expect(throws: ShrinkIOError.tensorNotFound(path: files.store.path, tensor: "encoder.layer.9.nope.weight")) { try files.replacing([renamed]) }
+        let intermediate = "encoder.layer.0.intermediate.dense.weight"
+        let misplaced = try EncodedTensor(name: intermediate, shape: tensor.shape, sourceDType: tensor.sourceDType, encoding: tensor.encoding, parts: tensor.parts)
+        #expect(throws: ShrinkIOError.invalidShape(path: files.store.path, tensor: intermediate,
+                                                   reason: "a replacement of shape [384, 384] for shape [1536, 384]")) { try files.replacing([misplaced]) }
     }
 
     @Test func smolLM2ReadsAsALlamaFromItsGGUFMetadata() throws {
