@@ -11,8 +11,8 @@ enum RuntimeArguments {
     static let baseOption = OptionSpec(name: "--base", valueName: "folder",
                                        help: "Folder with config.json, vocab.txt and the pooling config (default: the model's folder, else the minilm cache folder).")
 
-    static func activations(_ arguments: ParsedArguments, command: String) throws(UsageError) -> ActivationPrecision {
-        let precision = arguments.value("--activations") ?? ActivationPrecision.int8.rawValue
+    static func activations(_ arguments: ParsedArguments, command: String, default fallback: ActivationPrecision = .int8) throws(UsageError) -> ActivationPrecision {
+        let precision = arguments.value("--activations") ?? fallback.rawValue
         guard let activations = ActivationPrecision(rawValue: precision) else {
             throw UsageError(command: command, message: "--activations must be int8 or f32, not '\(precision)'")
         }

@@ -33,10 +33,7 @@ enum SensitivityCommand {
         let (location, task) = try TaskOptions.resolve(arguments, command: spec.name)
         let limit = arguments.value("--limit").flatMap { Int($0) }
         let base = arguments.value("--base") ?? location.configPath.map { ($0 as NSString).deletingLastPathComponent }
-        let precision = arguments.value("--activations") ?? ActivationPrecision.float32.rawValue
-        guard let activations = ActivationPrecision(rawValue: precision) else {
-            throw UsageError(command: spec.name, message: "--activations must be f32 or int8, not '\(precision)'")
-        }
+        let activations = try RuntimeArguments.activations(arguments, command: spec.name, default: .float32)
         let scan = SensitivityScan(model: location, candidates: candidates, task: task, taskSettings: (arguments.value("--data"), limit, base),
                                    threads: threads, statistics: try arguments.value("--stats").map { try CalibrationStatisticsFile(path: $0) },
                                    activations: activations, blocksPerUnit: try arguments.positiveInteger("--group-blocks", default: 1, command: spec.name))
