@@ -457,7 +457,7 @@ struct AffineRounder: ColumnRounder, @unchecked Sendable {
             ideal.append(try LinearQuantizer.chooseParameters(block(index), importance: nil, config: config, layout: layout, tensor: tensor))
         }
         if let rowScales {
-            rowScales[row] = try LinearQuantizer.rowScale(largestBlockScale: ideal.map(\.scale).max() ?? 0, config: config, tensor: tensor)
+            rowScales[row] = try LinearQuantizer.rowScale(blocks: ideal[...], config: config, layout: layout, tensor: tensor)
         }
         guard staticGroups else { return }
         for index in 0..<blocksPerRow {

@@ -10,10 +10,13 @@ import ShrinkCore
 /// rounded to their stored dtype before codes are chosen. A group of zeros gets scale 0; a constant
 /// group is stored exactly.
 ///
-/// Integer block scales (`scale_dtype` u8): each row gets an f16 scale `S`, the smallest with
-/// `S · limit` at least the row's largest block scale (`multiplierLimit`), and each block's scale
-/// is rounded up to a multiple `m · S`, `m ∈ 0…limit`, with the affine zero point re-centred on the
-/// block's range. Every `(q − zeroPoint) · m` then fits in int8.
+/// Integer block scales (`scale_dtype` u8): each block's scale is a multiple `m · S` of an f16
+/// scale `S` per row, with every `(q − zeroPoint) · m` in int8 (`multiplierLimit`: `m ≤ 8` for a
+/// 4-bit block whose zero point is at an end of the code range, up to 16 for a centred one). `S` is
+/// the smallest f16 with `S · limit(z_b) ≥ s_b` for every block `b` of the row (`s_b`, `z_b` its
+/// own scale and zero point), so every block can reach at least its own step. Each block then
+/// takes the `m` (the multiple just above `s_b` and its two neighbours) and, if affine, the zero
+/// point (centred on the block's range and its two neighbours) with the least squared error.
 enum LinearQuantizer {
     static let clipRatios: [Float] = (0...25).map { 1 - Float($0) * 0.02 }
 
@@ -61,8 +64,7 @@ enum LinearQuantizer {
         if config.scaleDType == .u8 {
             let rows = max(EncodingLayout.rowCount(shape), 1), blocksPerRow = groupCount / rows
             let scales = try (0..<rows).map { (row) throws(CompressionError) in
-                try rowScale(largestBlockScale: parameters[(row * blocksPerRow)..<((row + 1) * blocksPerRow)].map(\.scale).max() ?? 0,
-                             config: config, tensor: tensor)
+                try rowScale(blocks: parameters[(row * blocksPerRow)..<((row + 1) * blocksPerRow)], config: config, layout: layout, tensor: tensor)
             }
             for group in 0..<groupCount where groups.offsets[group] < groups.offsets[group + 1] {
                 collect(group)
@@ -80,34 +82,64 @@ enum LinearQuantizer {
         return (layout, parts(codes: codes, parameters: parameters, config: config, rowScales: rowScales))
     }
 
-    /// The largest block-scale multiplier of integer block scales: `(q − zeroPoint) · m` fits in int8
-    /// for every code `q` (symmetric: `|q| ≤ 2^(bits−1)`, affine: `|q − zeroPoint| ≤ 2^bits − 1`).
-    static func multiplierLimit(_ config: QuantizationConfig) -> Int {
-        config.symmetric ? 128 >> (config.bits - 1) : 127 / ((1 << config.bits) - 1)
+    /// The largest block-scale multiplier `m` of integer block scales for a block with (effective)
+    /// zero point `z`: `(q − z) · m ∈ [−128, 127]` for every code `q ∈ [qMin, qMax]`, i.e.
+    /// `m · (z − qMin) ≤ 128` and `m · (qMax − z) ≤ 127` (at most 255).
+    static func multiplierLimit(_ config: QuantizationConfig, zeroPoint z: Int) -> Int {
+        let (qMin, qMax) = codeRange(config)
+        let below = z > qMin ? 128 / (z - qMin) : 255, above = qMax > z ? 127 / (qMax - z) : 255
+        return min(below, above, 255)
     }
 
-    /// The f16 row scale `S` of integer block scales: the smallest with `S · limit ≥ largestBlockScale`.
-    static func rowScale(largestBlockScale: Float, config: QuantizationConfig, tensor: String) throws(CompressionError) -> Float {
-        let limit = Float(multiplierLimit(config))
-        var scale = StoredPrecision.round(largestBlockScale / limit, to: .f16)
-        while scale.isFinite, scale * limit < largestBlockScale {
+    /// The f16 row scale `S` of integer block scales: the smallest with `S · multiplierLimit(z_b) ≥ s_b`
+    /// for every block `(s_b, z_b)` of the row.
+    static func rowScale(blocks: ArraySlice<GroupParameters>, config: QuantizationConfig, layout: AffineEncoding,
+                         tensor: String) throws(CompressionError) -> Float {
+        var needed: Float = 0
+        for block in blocks {
+            needed = max(needed, block.scale / Float(multiplierLimit(config, zeroPoint: effectiveZeroPoint(block, layout))))
+        }
+        var scale = StoredPrecision.round(needed, to: .f16)
+        while scale.isFinite, blocks.contains(where: {
+            scale * Float(multiplierLimit(config, zeroPoint: effectiveZeroPoint($0, layout))) < $0.scale
+        }) {
             scale = FloatingPointConversion.float(fromHalfBits: FloatingPointConversion.halfBits(from: scale) + 1)
         }
         guard scale.isFinite else { throw .invalidWeight(tensor: tensor, reason: "an integer block scale's row scale overflows F16") }
         return scale
     }
 
-    /// `ideal` (chosen for `values`) with its scale rounded up to a multiple `m · rowScale`, `m` at
-    /// most the limit, and an affine zero point re-centred on the values' range.
+    /// The block's parameters on the row scale: scale `m · rowScale` and zero point with the least
+    /// squared error over `values`, among `m ∈ {⌈s/S⌉ − 1, ⌈s/S⌉, ⌈s/S⌉ + 1}` (`s` the ideal's scale)
+    /// and, if affine, the ideal's zero point and the one centred on the values' range for that
+    /// scale with its two neighbours, `m` lowered to `multiplierLimit` of that zero point where
+    /// above it. With `S` from `rowScale`, `(⌈s/S⌉, ideal zero point)` is one of them, so a block's
+    /// squared error is at most `n · (⌈s/S⌉ · S / 2)²` over its `n` values. A block of zeros keeps
+    /// scale 0.
     static func snapped(_ ideal: GroupParameters, values: [Float], rowScale: Float, config: QuantizationConfig,
                         layout: AffineEncoding) -> GroupParameters {
         let (qMin, qMax) = codeRange(config)
-        guard rowScale > 0 else { return GroupParameters(scale: 0, zeroPoint: layout.symmetric ? 0 : qMin) }
-        let scale = Float(min(Int((ideal.scale / rowScale).rounded(.up)), multiplierLimit(config))) * rowScale
-        guard !layout.symmetric, scale > 0 else { return GroupParameters(scale: scale, zeroPoint: layout.symmetric ? 0 : qMin) }
+        let zeroScale = GroupParameters(scale: 0, zeroPoint: layout.symmetric ? 0 : qMin)
+        guard rowScale > 0, ideal.scale > 0 else { return zeroScale }
+        let nearest = Int((ideal.scale / rowScale).rounded(.up))
         let centre = ((values.min() ?? 0) + (values.max() ?? 0)) / 2
-        let zeroPoint = Int((Float(qMin + qMax) / 2 - centre / scale).rounded(.toNearestOrEven))
-        return GroupParameters(scale: scale, zeroPoint: min(max(zeroPoint, qMin), qMax))
+        var best: GroupParameters?, bestError = Double.infinity
+        for multiple in max(nearest - 1, 1)...(nearest + 1) {
+            let centred = Int((Float(qMin + qMax) / 2 - centre / (Float(multiple) * rowScale)).rounded(.toNearestOrEven))
+            let zeroPoints = layout.symmetric ? [0] : [ideal.zeroPoint] + (centred - 1...centred + 1).map { min(max($0, qMin), qMax) }
+            for zeroPoint in zeroPoints {
+                let z = effectiveZeroPoint(GroupParameters(scale: 0, zeroPoint: zeroPoint), layout)
+                let m = min(multiple, multiplierLimit(config, zeroPoint: z)), scale = Float(m) * rowScale
+                let candidate = GroupParameters(scale: scale, zeroPoint: zeroPoint)
+                var error = 0.0
+                for value in values {
+                    let delta = Double(value - scale * Float(quantize(value, candidate, layout: layout, qMin: qMin, qMax: qMax) - z))
+                    error += delta * delta
+                }
+                if error < bestError { (best, bestError) = (candidate, error) }
+            }
+        }
+        return best!
     }
 
     /// The stored layout of `config`.
