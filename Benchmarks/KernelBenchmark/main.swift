@@ -42,7 +42,14 @@ var encodingFilter: [String] = []
 var arguments = Array(CommandLine.arguments.dropFirst())
 while let flag = arguments.first {
     arguments.removeFirst()
-    guard let value = arguments.first else { break }
+    if flag == "--help" {
+        print("""
+            usage: swift run -c release KernelBenchmark [--threads 1,2] [--shapes 4096x4096,...] [--rows 1,32]
+                     [--activations int8,f32] [--integer-kernels a,b] [--rounds n] [--working-set MiB] [--encodings word,...]
+            """)
+        exit(0)
+    }
+    guard let value = arguments.first else { usageError("\(flag) needs a value (--help lists the options)") }
     arguments.removeFirst()
     switch flag {
     case "--threads": threadCounts = value.split(separator: ",").compactMap { Int($0) }

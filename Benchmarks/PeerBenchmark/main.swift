@@ -31,20 +31,33 @@ var rounds = 3
 var outputPath = "peer-benchmark.json"
 var recipeNames = ["minilm-int8-channel", "minilm-int4-block32-gptq", "minilm-int4-block64-gptq", "minilm-palette-4bit-grouped16-gptq", "minilm-prune50-palette4"]
 var precisions: [ActivationPrecision] = [.int8]
+let usage = "usage: swift run -c release PeerBenchmark [--rounds n] [--output peer-benchmark.json] [--recipes a,b,…] [--f32-activations]"
+/// Says what is wrong with the command line, and the usage, on standard error and exits with status 2.
+func usageError(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("PeerBenchmark: \(message)\n\(usage)\n".utf8))
+    exit(2)
+}
 var arguments = Array(CommandLine.arguments.dropFirst())
 while let flag = arguments.first {
     arguments.removeFirst()
-    if flag == "--f32-activations" {
+    switch flag {
+    case "--help":
+        print(usage)
+        exit(0)
+    case "--f32-activations":
         precisions = [.int8, .float32]
         continue
+    case "--rounds", "--output", "--recipes": break
+    default: usageError("unknown option \(flag)")
     }
-    guard !arguments.isEmpty else { fatalError("\(flag) needs a value") }
-    let value = arguments.removeFirst()
+    guard let value = arguments.first else { usageError("\(flag) needs a value") }
+    arguments.removeFirst()
     switch flag {
-    case "--rounds": rounds = Int(value) ?? rounds
+    case "--rounds":
+        guard let count = Int(value), count > 0 else { usageError("--rounds needs a positive integer, not '\(value)'") }
+        rounds = count
     case "--output": outputPath = value
-    case "--recipes": recipeNames = value.split(separator: ",").map(String.init)
-    default: fatalError("unknown option \(flag)")
+    default: recipeNames = value.split(separator: ",").map(String.init)
     }
 }
 let fixtures = root.appendingPathComponent("Tests/Fixtures/minilm-reference")
@@ -122,7 +135,10 @@ final class Peer {
 
     func ask(_ request: [String: Any]) -> [String: Any] {
         input.fileHandleForWriting.write(try! JSONSerialization.data(withJSONObject: request) + Data([0x0A]))
-        guard let answer = readLine() else { fatalError("the peer \(process.arguments?[1] ?? "") stopped answering") }
+        guard let answer = readLine() else {
+            FileHandle.standardError.write(Data("PeerBenchmark: the peer \(process.arguments?[1] ?? "") stopped answering (its error is above)\n".utf8))
+            exit(1)
+        }
         return answer
     }
 }

@@ -110,12 +110,13 @@ enum LinearQuantizer {
     }
 
     /// The block's parameters on the row scale: scale `m · rowScale` and zero point with the least
-    /// squared error over `values`, among `m ∈ {⌈s/S⌉ − 1, ⌈s/S⌉, ⌈s/S⌉ + 1}` (`s` the ideal's scale)
-    /// and, if affine, the ideal's zero point and the one centred on the values' range for that
-    /// scale with its two neighbours, `m` lowered to `multiplierLimit` of that zero point where
-    /// above it. With `S` from `rowScale`, `(⌈s/S⌉, ideal zero point)` is one of them, so a block's
-    /// squared error is at most `n · (⌈s/S⌉ · S / 2)²` over its `n` values. A block of zeros keeps
-    /// scale 0.
+    /// squared error over `values` (`squaredError`) among these candidates, `m` lowered to
+    /// `multiplierLimit` of the zero point where above it: each `m ∈ {⌈s/S⌉ − 1, ⌈s/S⌉, ⌈s/S⌉ + 1}`
+    /// (`s` the ideal's scale) with the zero point centred on the values' range for that scale (the
+    /// only one if symmetric) and `⌈s/S⌉` with the ideal's zero point; then, if affine, the best
+    /// `m` with the two neighbours of its centred zero point. With `S` from `rowScale`,
+    /// `(⌈s/S⌉, ideal zero point)` is one of them, so a block's squared error is at most about
+    /// `n · (⌈s/S⌉ · S / 2)²` over its `n` values. A block of zeros keeps scale 0.
     static func snapped(_ ideal: GroupParameters, values: [Float], rowScale: Float, config: QuantizationConfig,
                         layout: AffineEncoding) -> GroupParameters {
         let (qMin, qMax) = codeRange(config)
@@ -123,23 +124,58 @@ enum LinearQuantizer {
         guard rowScale > 0, ideal.scale > 0 else { return zeroScale }
         let nearest = Int((ideal.scale / rowScale).rounded(.up))
         let centre = ((values.min() ?? 0) + (values.max() ?? 0)) / 2
-        var best: GroupParameters?, bestError = Double.infinity
-        for multiple in max(nearest - 1, 1)...(nearest + 1) {
-            let centred = Int((Float(qMin + qMax) / 2 - centre / (Float(multiple) * rowScale)).rounded(.toNearestOrEven))
-            let zeroPoints = layout.symmetric ? [0] : [ideal.zeroPoint] + (centred - 1...centred + 1).map { min(max($0, qMin), qMax) }
-            for zeroPoint in zeroPoints {
-                let z = effectiveZeroPoint(GroupParameters(scale: 0, zeroPoint: zeroPoint), layout)
-                let m = min(multiple, multiplierLimit(config, zeroPoint: z)), scale = Float(m) * rowScale
-                let candidate = GroupParameters(scale: scale, zeroPoint: zeroPoint)
-                var error = 0.0
-                for value in values {
-                    let delta = Double(value - scale * Float(quantize(value, candidate, layout: layout, qMin: qMin, qMax: qMax) - z))
-                    error += delta * delta
-                }
-                if error < bestError { (best, bestError) = (candidate, error) }
-            }
+        var best = zeroScale, bestError = Float.infinity
+        func consider(_ multiple: Int, _ zeroPoint: Int) {
+            let z = effectiveZeroPoint(GroupParameters(scale: 0, zeroPoint: zeroPoint), layout)
+            let scale = Float(min(multiple, multiplierLimit(config, zeroPoint: z))) * rowScale
+            let error = squaredError(values, scale: scale, zeroPoint: z, qMin: qMin, qMax: qMax)
+            if error < bestError { (best, bestError) = (GroupParameters(scale: scale, zeroPoint: zeroPoint), error) }
         }
-        return best!
+        func centred(_ multiple: Int) -> Int {
+            min(max(Int((Float(qMin + qMax) / 2 - centre / (Float(multiple) * rowScale)).rounded(.toNearestOrEven)), qMin), qMax)
+        }
+        var bestMultiple = nearest
+        for multiple in max(nearest - 1, 1)...(nearest + 1) {
+            let before = bestError
+            consider(multiple, layout.symmetric ? 0 : centred(multiple))
+            if multiple == nearest, !layout.symmetric, ideal.zeroPoint != centred(multiple) { consider(multiple, ideal.zeroPoint) }
+            if bestError < before { bestMultiple = multiple }
+        }
+        guard !layout.symmetric else { return best }
+        let bestCentred = centred(bestMultiple)
+        for zeroPoint in [bestCentred - 1, bestCentred + 1] where (qMin...qMax).contains(zeroPoint) && zeroPoint != ideal.zeroPoint {
+            consider(bestMultiple, zeroPoint)
+        }
+        return best
+    }
+
+    /// `Σ (v − scale · (q − z))²` with `q = clamp(round(v / scale) + z, qMin, qMax)`, in float
+    /// arithmetic with one reciprocal and four partial sums (so it may round a value exactly halfway
+    /// between two codes the other way from `quantize`, and sums in another order: a candidate's
+    /// score, not its codes). The rounding adds and subtracts 1.5 · 2²³ (nearest, ties to even, for
+    /// the clamped `|v / scale| < 2²²`), which needs no call to `rintf`.
+    static func squaredError(_ values: [Float], scale: Float, zeroPoint z: Int, qMin: Int, qMax: Int) -> Float {
+        let inverse = 1 / scale, magic: Float = 12_582_912
+        let below = Float(qMin - z), above = Float(qMax - z)
+        @inline(__always) func delta(_ value: Float) -> Float {
+            let step = (min(max(value * inverse, below - 1), above + 1) + magic) - magic
+            return value - scale * min(max(step, below), above)
+        }
+        return values.withUnsafeBufferPointer { v in
+            var sums: (Float, Float, Float, Float) = (0, 0, 0, 0)
+            var index = 0
+            while index + 4 <= v.count {
+                let (a, b, c, d) = (delta(v[index]), delta(v[index + 1]), delta(v[index + 2]), delta(v[index + 3]))
+                sums = (sums.0 + a * a, sums.1 + b * b, sums.2 + c * c, sums.3 + d * d)
+                index += 4
+            }
+            while index < v.count {
+                let a = delta(v[index])
+                sums.0 += a * a
+                index += 1
+            }
+            return (sums.0 + sums.1) + (sums.2 + sums.3)
+        }
     }
 
     /// The stored layout of `config`.
