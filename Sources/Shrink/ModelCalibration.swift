@@ -21,8 +21,10 @@ public struct CalibrationRecordSummary: Sendable {
 /// Records calibration statistics (`LayerInputStatistics` of every linear op the architecture
 /// observes) once, into a file that compress, sensitivity and search read with `--stats`.
 public enum ModelCalibration {
-    /// Runs the first `limit` non-blank lines of `data` through the uncompressed model at `model`
-    /// and writes the statistics of every observed linear op to `output` atomically.
+    /// Runs the first `limit` non-blank lines of `data` through the uncompressed model at `model`,
+    /// block by block, and writes the statistics of every observed linear op to `output`
+    /// atomically; each block's statistics go to the file's spill as the block finishes, so memory
+    /// holds one block's statistics and the texts' hidden states, not the whole model's statistics.
     /// - Throws: `ModelError` for unreadable data or a model that cannot run; `ShrinkIOError` when
     ///   no op saw input or the file cannot be written (nothing is left at `output`).
     public static func record(model: ModelLocation, data: String, limit: Int, output: String,
@@ -30,14 +32,18 @@ public enum ModelCalibration {
         let start = DispatchTime.now()
         let (files, architecture) = try ModelCompressor.openForCalibration(model)
         let lines = try Calibration.lines(data, limit: limit)
-        let statistics = try Calibration.inputStatistics(files: files, architecture: architecture, dataPath: data, limit: limit,
-                                                         layers: Set(architecture.observationPoints), threads: threads)
+        let writer = try CalibrationStatisticsWriter(path: output)
+        var rows: [Int] = []
+        try Calibration.streamInputStatistics(files: files, architecture: architecture, dataPath: data, limit: limit,
+                                              layers: Set(architecture.observationPoints), threads: threads) { block in
+            rows += block.values.map(\.rows)
+            try writer.append(block)
+        }
         let provenance = CalibrationProvenance(
             model: (model.weightsPath as NSString).lastPathComponent, modelSHA256: try SHA256.hexDigest(ofFile: model.weightsPath),
             data: data, dataSHA256: try SHA256.hexDigest(ofFile: data), lines: lines.count)
-        try CalibrationStatisticsFile.write(statistics, provenance: provenance, to: output)
+        try writer.finish(provenance: provenance)
         let written = try CalibrationStatisticsFile(path: output)
-        let rows = statistics.values.map(\.rows)
         let bytes = (try? FileManager.default.attributesOfItem(atPath: output)[.size] as? Int) ?? 0
         return CalibrationRecordSummary(output: output, layers: written.layers.count, distinctInputs: Set(written.layers.values.map(\.tensors)).count,
                                         lines: lines.count, rows: rows.min()!...rows.max()!, bytes: bytes,

@@ -67,3 +67,52 @@ public final class AtomicFile {
         if !committed { unlink(temporaryPath) }
     }
 }
+
+/// A scratch file for bytes that do not fit in memory comfortably: created next to a destination
+/// (`path.spill-XXXXXX`, on the same file system) and unlinked at once, so that it disappears with
+/// its descriptor, whatever ends the process. Appends at the end; reads anywhere.
+final class SpillFile {
+    let path: String
+    private let descriptor: Int32
+    /// Bytes appended so far.
+    private(set) var size = 0
+
+    init(nextTo path: String) throws(ShrinkIOError) {
+        self.path = path
+        var template = Array("\(path).spill-XXXXXX".utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard descriptor >= 0 else {
+            throw .writeFailed(path: path, reason: "cannot create a spill file: \(String(cString: strerror(errno)))")
+        }
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        self.descriptor = descriptor
+    }
+
+    func append(_ bytes: UnsafeRawBufferPointer) throws(ShrinkIOError) {
+        var written = 0
+        while written < bytes.count {
+            let result = pwrite(descriptor, bytes.baseAddress! + written, bytes.count - written, off_t(size + written))
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw .writeFailed(path: path, reason: "spill file: \(String(cString: strerror(errno)))")
+            }
+            written += result
+        }
+        size += bytes.count
+    }
+
+    /// `count` bytes from `offset`.
+    func read(at offset: Int, count: Int) throws(ShrinkIOError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let result = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset + done)) }
+            if result < 0 && errno == EINTR { continue }
+            guard result > 0 else { throw .writeFailed(path: path, reason: "spill file: cannot read back \(count) bytes at \(offset)") }
+            done += result
+        }
+        return bytes
+    }
+
+    deinit { close(descriptor) }
+}

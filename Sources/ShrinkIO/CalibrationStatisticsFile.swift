@@ -144,22 +144,67 @@ public struct CalibrationStatisticsFile: Sendable {
         return values
     }
 
-    /// Writes `statistics` (op name → statistics) with `provenance` to `path`, atomically. Ops with
-    /// equal statistics share one set of tensors, named after the first op in name order. Tensors
-    /// are produced and written one at a time.
+    /// Writes `statistics` (op name → statistics) with `provenance` to `path`, atomically
+    /// (`CalibrationStatisticsWriter` with one block).
     /// - Throws: `ShrinkIOError.writeFailed` when there is nothing to write or the file system refuses.
     public static func write(_ statistics: [String: LayerInputStatistics], provenance: CalibrationProvenance, to path: String) throws(ShrinkIOError) {
-        guard !statistics.isEmpty else { throw .writeFailed(path: path, reason: "no layer saw any calibration input") }
-        var owners: [String] = []
-        var layerEntries: [(key: String, value: JSONValue)] = []
+        let writer = try CalibrationStatisticsWriter(path: path)
+        try writer.append(statistics)
+        try writer.finish(provenance: provenance)
+    }
+}
+
+/// Writes a calibration statistics file block by block, so that a caller holds one block's
+/// statistics at a time: `append` puts a finished block's tensors in a spill file (created next to
+/// the destination and unlinked at once, so nothing of it outlives the process) and keeps only each
+/// op's row count and where its tensors went; `finish` writes the file atomically from the spill.
+/// Ops of one `append` with equal statistics share one set of tensors, named after the first of
+/// them in name order; the file lists ops and tensors in name order, whatever the order of the
+/// appends. Memory: the statistics of one `append`, and one tensor while finishing.
+public final class CalibrationStatisticsWriter {
+    public let path: String
+    private let spill: SpillFile
+    /// Op name → (row count, owner op).
+    private var layers: [String: (rows: Int, owner: String)] = [:]
+    /// Owner op → (input width, offset of its tensors in the spill).
+    private var owners: [String: (width: Int, offset: Int)] = [:]
+
+    /// Prepares to write `path`.
+    /// - Throws: `ShrinkIOError.writeFailed` when the spill file cannot be created next to `path`.
+    public init(path: String) throws(ShrinkIOError) {
+        self.path = path
+        spill = try SpillFile(nextTo: path)
+    }
+
+    /// Stores `statistics` (op name → statistics; names not appended before).
+    /// - Throws: `ShrinkIOError.writeFailed` for an op appended twice or when the file system refuses.
+    public func append(_ statistics: [String: LayerInputStatistics]) throws(ShrinkIOError) {
+        var appended: [String] = []
         for op in statistics.keys.sorted() {
+            guard layers[op] == nil else { throw .writeFailed(path: path, reason: "statistics of '\(op)' came twice") }
             let value = statistics[op]!
-            let owner = owners.first { statistics[$0]!.width == value.width && statistics[$0]! == value } ?? op
-            if owner == op { owners.append(op) }
-            layerEntries.append((key: op, value: .object([(key: "rows", value: .number(String(value.rows))), (key: "tensors", value: .string(owner))])))
+            let owner = appended.first { statistics[$0]!.width == value.width && statistics[$0]! == value } ?? op
+            layers[op] = (value.rows, owner)
+            guard owner == op else { continue }
+            appended.append(op)
+            owners[op] = (value.width, spill.size)
+            for part in 0..<3 {
+                let tensor = try Self.tensor(part, of: value, name: op, path: path)
+                try spill.append(tensor.bytes)
+            }
+        }
+    }
+
+    /// Writes the file from what was appended, with `provenance` in its metadata.
+    /// - Throws: `ShrinkIOError.writeFailed` when nothing was appended or the file system refuses
+    ///   (nothing is left at `path`).
+    public func finish(provenance: CalibrationProvenance) throws(ShrinkIOError) {
+        guard !layers.isEmpty else { throw .writeFailed(path: path, reason: "no layer saw any calibration input") }
+        let layerEntries = layers.keys.sorted().map { op in
+            (key: op, value: JSONValue.object([(key: "rows", value: .number(String(layers[op]!.rows))), (key: "tensors", value: .string(layers[op]!.owner))]))
         }
         let header: JSONValue = .object([
-            (key: "format", value: .number(String(format))),
+            (key: "format", value: .number(String(CalibrationStatisticsFile.format))),
             (key: "model", value: .string(provenance.model)),
             (key: "model_sha256", value: .string(provenance.modelSHA256)),
             (key: "data", value: .string(provenance.data)),
@@ -167,23 +212,35 @@ public struct CalibrationStatisticsFile: Sendable {
             (key: "lines", value: .number(String(provenance.lines))),
             (key: "layers", value: .object(layerEntries)),
         ])
-        let layout = owners.flatMap { op in
-            let width = statistics[op]!.width
-            return [TensorDescriptor(name: "\(op).input_correlation", dtype: .f64, shape: [width, width]),
-                    TensorDescriptor(name: "\(op).input_abs_sum", dtype: .f64, shape: [width]),
-                    TensorDescriptor(name: "\(op).input_abs_max", dtype: .f32, shape: [width])]
+        let sorted = owners.keys.sorted()
+        let layout = sorted.flatMap { op in
+            let width = owners[op]!.width
+            return Self.parts.map { TensorDescriptor(name: "\(op).\($0.suffix)", dtype: $0.dtype, shape: $0.rank == 2 ? [width, width] : [width]) }
         }
-        try SafetensorsWriter.write(layout, metadata: [metadataKey: header.serialized()], to: path) { index throws(ShrinkIOError) in
-            let value = statistics[owners[index / 3]]!
-            do {
-                switch index % 3 {
-                case 0: return try DenseTensor(doubles: value.correlation.matrix, shape: layout[index].shape)
-                case 1: return try DenseTensor(doubles: value.absoluteSums, shape: layout[index].shape)
-                default: return try DenseTensor(converting: value.absoluteMaxima, shape: layout[index].shape)
-                }
-            } catch {
-                throw .writeFailed(path: path, reason: "tensor '\(layout[index].name)': \(error)")
+        try SafetensorsWriter.write(layout, metadata: [CalibrationStatisticsFile.metadataKey: header.serialized()], to: path) { index throws(ShrinkIOError) in
+            let (width, offset) = owners[sorted[index / 3]]!
+            // The owner's tensors follow each other in the spill: correlation, sums, maxima.
+            let start = offset + (index % 3 >= 1 ? 8 * width * width : 0) + (index % 3 == 2 ? 8 * width : 0)
+            let entry = layout[index]
+            let bytes = try spill.read(at: start, count: Shape.byteCount(entry.shape, dtype: entry.dtype)!)
+            do { return try DenseTensor(dtype: entry.dtype, shape: entry.shape, bytes: bytes) } catch {
+                throw .writeFailed(path: path, reason: "tensor '\(entry.name)': \(error)")
             }
+        }
+    }
+
+    /// The three tensors of an op: suffix, dtype and rank.
+    static let parts: [(suffix: String, dtype: DType, rank: Int)] = [("input_correlation", .f64, 2), ("input_abs_sum", .f64, 1), ("input_abs_max", .f32, 1)]
+
+    static func tensor(_ part: Int, of value: LayerInputStatistics, name: String, path: String) throws(ShrinkIOError) -> DenseTensor {
+        do {
+            switch part {
+            case 0: return try DenseTensor(doubles: value.correlation.matrix, shape: [value.width, value.width])
+            case 1: return try DenseTensor(doubles: value.absoluteSums, shape: [value.width])
+            default: return try DenseTensor(converting: value.absoluteMaxima, shape: [value.width])
+            }
+        } catch {
+            throw .writeFailed(path: path, reason: "tensor '\(name).\(parts[part].suffix)': \(error)")
         }
     }
 }

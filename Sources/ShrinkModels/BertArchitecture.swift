@@ -115,9 +115,10 @@ public final class SentenceEncoder: SentenceEmbeddingRuntime, @unchecked Sendabl
     public func embed(_ sequences: [[Int32]]) -> [[Float]] { encoder.embed(sequences) }
     public func embed(_ sequences: [[Int32]], into output: UnsafeMutableBufferPointer<Float>) { encoder.embed(sequences, into: output) }
 
-    /// Embeds the texts in batches of 32.
-    public func run(calibrationTexts texts: [String]) {
+    /// Runs the texts in batches of 32 through the encoder layer by layer (`BertEncoder.runLayerByLayer`).
+    public func run(calibrationTexts texts: [String], blockFinished: (Int) throws -> Void) throws {
         let ids = texts.map(tokenize)
-        for start in stride(from: 0, to: ids.count, by: 32) { _ = embed(Array(ids[start..<min(start + 32, ids.count)])) }
+        try encoder.runLayerByLayer(stride(from: 0, to: ids.count, by: 32).map { Array(ids[$0..<min($0 + 32, ids.count)]) },
+                                    layerFinished: blockFinished)
     }
 }

@@ -103,24 +103,7 @@ public final class BertEncoder: @unchecked Sendable {
         let total = sequences.reduce(0) { $0 + $1.count }
         var work = workspaces.take(tokens: total, hidden: hidden, intermediate: config.intermediateSize)
         defer { workspaces.give(work) }
-        work.lengths.removeAll(keepingCapacity: true)
-        var row = 0
-        for sequence in sequences {
-            precondition(!sequence.isEmpty && sequence.count <= positionEmbeddings.rows)
-            work.lengths.append(sequence.count)
-            for (position, id) in sequence.enumerated() {
-                work.states.withUnsafeMutableBufferPointer { buffer in
-                    work.context.withUnsafeMutableBufferPointer { scratch in
-                        let target = buffer.baseAddress! + row * hidden
-                        wordEmbeddings.gather(row: Int(id), into: target)
-                        positionEmbeddings.add(row: position, into: target, scratch: scratch.baseAddress!)
-                        typeEmbeddings.add(row: 0, into: target, scratch: scratch.baseAddress!)
-                    }
-                }
-                row += 1
-            }
-        }
-        embeddingNorm.apply(&work.states, rows: total, epsilon: config.layerNormEpsilon, threads: threads)
+        embedTokens(sequences, work: &work)
         let lengths = work.lengths
         for layer in layers { run(layer, work: &work, lengths: lengths) }
         var start = 0
@@ -143,6 +126,59 @@ public final class BertEncoder: @unchecked Sendable {
             let norm = max(sqrt(squares), 1e-12)
             for column in 0..<hidden { pooled[column] /= norm }
         }
+    }
+
+    /// Runs `batches` (each a batch of token-id sequences, as for `embed(_:)`) through the
+    /// embeddings, then all of them through layer 0, then all through layer 1, and so on, calling
+    /// `layerFinished(l)` after layer `l` has seen every batch. Each batch's hidden states go
+    /// through the same operations as in `embed(_:)`, so every linear layer sees the same inputs
+    /// bit for bit; between layers they are kept (`tokens × hiddenSize` floats in all), one layer's
+    /// activations at a time are live.
+    /// - Precondition: as for `embed(_:)`, for every batch.
+    public func runLayerByLayer(_ batches: [[[Int32]]], layerFinished: (Int) throws -> Void) rethrows {
+        let hidden = config.hiddenSize
+        var states: [[Float]] = []
+        var lengths: [[Int]] = []
+        var work = workspaces.take(tokens: batches.map { $0.reduce(0) { $0 + $1.count } }.max() ?? 0, hidden: hidden,
+                                   intermediate: config.intermediateSize)
+        defer { workspaces.give(work) }
+        for batch in batches {
+            embedTokens(batch, work: &work)
+            lengths.append(work.lengths)
+            states.append(Array(work.states[0..<(work.lengths.reduce(0, +) * hidden)]))
+        }
+        for (index, layer) in layers.enumerated() {
+            for batch in batches.indices {
+                work.states.withUnsafeMutableBufferPointer { $0.baseAddress!.update(from: states[batch], count: states[batch].count) }
+                run(layer, work: &work, lengths: lengths[batch])
+                states[batch].withUnsafeMutableBufferPointer { $0.baseAddress!.update(from: work.states, count: $0.count) }
+            }
+            try layerFinished(index)
+        }
+    }
+
+    /// The embedding LayerNorm's output for `sequences` in `work.states` (packed, sentence after
+    /// sentence) and their lengths in `work.lengths`.
+    func embedTokens(_ sequences: [[Int32]], work: inout Workspace) {
+        let hidden = config.hiddenSize
+        work.lengths.removeAll(keepingCapacity: true)
+        var row = 0
+        for sequence in sequences {
+            precondition(!sequence.isEmpty && sequence.count <= positionEmbeddings.rows)
+            work.lengths.append(sequence.count)
+            for (position, id) in sequence.enumerated() {
+                work.states.withUnsafeMutableBufferPointer { buffer in
+                    work.context.withUnsafeMutableBufferPointer { scratch in
+                        let target = buffer.baseAddress! + row * hidden
+                        wordEmbeddings.gather(row: Int(id), into: target)
+                        positionEmbeddings.add(row: position, into: target, scratch: scratch.baseAddress!)
+                        typeEmbeddings.add(row: 0, into: target, scratch: scratch.baseAddress!)
+                    }
+                }
+                row += 1
+            }
+        }
+        embeddingNorm.apply(&work.states, rows: row, epsilon: config.layerNormEpsilon, threads: threads)
     }
 
     /// The activations of one forward pass, reused by every layer and, through `WorkspaceCache`,

@@ -33,6 +33,10 @@ public final class InputStatisticsRecorder: LinearInputObserver, @unchecked Send
     private let layers: Set<String>
     private var statistics: [String: LayerInputStatistics] = [:]
     private var product: [Float] = []
+    /// The inputs `product` was computed from (`Xᵀ·X` of the last observation), so that ops that
+    /// read the same input one after the other (query, key, value; gate, up) share one product.
+    private var productInputs: [Float] = []
+    private var productWidth = 0
 
     /// Records the layers named in `layers` (op names, without `.weight`).
     public init(layers: Set<String>) {
@@ -42,9 +46,17 @@ public final class InputStatisticsRecorder: LinearInputObserver, @unchecked Send
     public func observe(layer: String, inputs: UnsafeBufferPointer<Float>, rows: Int, width: Int) {
         guard layers.contains(layer), rows > 0 else { return }
         lock.withLock {
+            let count = rows * width
+            let repeated = productWidth == width && productInputs.count == count && productInputs.withUnsafeBytes { kept in
+                memcmp(kept.baseAddress!, inputs.baseAddress!, 4 * count) == 0
+            }
             if product.count < width * width { product = [Float](repeating: 0, count: width * width) }
             product.withUnsafeMutableBufferPointer { buffer in
-                DenseMatmul.gram(x: inputs.baseAddress!, rows: rows, width: width, output: buffer.baseAddress!)
+                if !repeated {
+                    DenseMatmul.gram(x: inputs.baseAddress!, rows: rows, width: width, output: buffer.baseAddress!)
+                    productInputs = Array(inputs)
+                    productWidth = width
+                }
                 statistics[layer, default: LayerInputStatistics(width: width)].add(
                     rows: inputs, count: rows, product: UnsafeBufferPointer(rebasing: buffer[0..<(width * width)]))
             }
@@ -53,6 +65,14 @@ public final class InputStatisticsRecorder: LinearInputObserver, @unchecked Send
 
     /// What was recorded, by op name.
     public var recorded: [String: LayerInputStatistics] { lock.withLock { statistics } }
+
+    /// What was recorded since the last `drain`, by op name; the recorder forgets it.
+    public func drain() -> [String: LayerInputStatistics] {
+        lock.withLock {
+            defer { statistics = [:] }
+            return statistics
+        }
+    }
 }
 
 /// Runs calibration text through any architecture's runtime and records the input statistics
@@ -62,10 +82,25 @@ public enum Calibration {
     /// text file `dataPath`; a layer no input reached is absent.
     public static func inputStatistics(files: ModelFiles, architecture: any ModelArchitecture, dataPath: String, limit: Int,
                                        layers: Set<String>, threads: Int) throws -> [String: LayerInputStatistics] {
+        var statistics: [String: LayerInputStatistics] = [:]
+        try streamInputStatistics(files: files, architecture: architecture, dataPath: dataPath, limit: limit, layers: layers, threads: threads) {
+            statistics.merge($0) { first, _ in first }
+        }
+        return statistics
+    }
+
+    /// The same statistics block by block (`ModelRuntime.run(calibrationTexts:blockFinished:)`):
+    /// `blockFinished` gets, after each block, the statistics of its ops that input reached, and
+    /// nothing of them is kept after it returns.
+    public static func streamInputStatistics(files: ModelFiles, architecture: any ModelArchitecture, dataPath: String, limit: Int,
+                                             layers: Set<String>, threads: Int,
+                                             blockFinished: ([String: LayerInputStatistics]) throws -> Void) throws {
         let recorder = InputStatisticsRecorder(layers: layers)
         let runtime = try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: threads, activations: .float32, observer: recorder))
-        try runtime.run(calibrationTexts: try lines(dataPath, limit: limit))
-        return recorder.recorded
+        try runtime.run(calibrationTexts: try lines(dataPath, limit: limit)) { _ in
+            let block = recorder.drain()
+            if !block.isEmpty { try blockFinished(block) }
+        }
     }
 
     /// The first `limit` non-blank lines of the UTF-8 text file `path`.

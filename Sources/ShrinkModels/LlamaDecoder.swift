@@ -131,51 +131,65 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
     /// One batch of tokens through every layer: `state.x` holds their hidden states afterwards,
     /// and the cache their keys and values.
     func forward(_ tokens: [Int32], state: DecoderState) {
-        let c = config, rows = tokens.count, hidden = c.hiddenSize
-        let queries = c.heads * c.headDimension, keys = c.keyValueHeads * c.headDimension
-        let start = state.position
+        embed(tokens, state: state)
+        setAngles(rows: tokens.count, state: state)
+        for index in layers.indices { run(layer: index, rows: tokens.count, state: state) }
+        state.position += tokens.count
+        state.rows = tokens.count
+    }
+
+    /// The embeddings of `tokens` in `state.x`.
+    func embed(_ tokens: [Int32], state: DecoderState) {
+        let hidden = config.hiddenSize
         state.x.withUnsafeMutableBufferPointer { x in
             for (row, token) in tokens.enumerated() { embedding.gather(row: Int(token), into: x.baseAddress! + row * hidden) }
         }
-        // Rotation angles of each row's position.
+    }
+
+    /// The rotation angles of `rows` rows at the state's next positions, in `state.angles`.
+    func setAngles(rows: Int, state: DecoderState) {
+        let start = state.position
         state.angles.withUnsafeMutableBufferPointer { table in
             for row in 0..<rows { rope.angles(position: start + row, into: table.baseAddress! + row * rope.tableSize) }
         }
-        for (index, layer) in layers.enumerated() {
-            copyNormalized(state, rows: rows, norm: layer.attentionNorm)
-            layer.projections.forward(state.normalized, rows: rows, into: &state.query, &state.key, &state.value)
-            state.query.withUnsafeMutableBufferPointer { q in
-                state.key.withUnsafeMutableBufferPointer { k in
-                    state.angles.withUnsafeBufferPointer { table in
-                        for row in 0..<rows {
-                            let qRow = q.baseAddress! + row * queries, kRow = k.baseAddress! + row * keys
-                            layer.queryNorm?.apply(qRow, rows: c.heads)
-                            layer.keyNorm?.apply(kRow, rows: c.keyValueHeads)
-                            let angles = table.baseAddress! + row * rope.tableSize
-                            rope.rotate(qRow, heads: c.heads, headSize: c.headDimension, table: angles)
-                            rope.rotate(kRow, heads: c.keyValueHeads, headSize: c.headDimension, table: angles)
-                        }
+    }
+
+    /// Layer `index` over the `rows` hidden states in `state.x` (in place), at the state's next
+    /// positions, whose angles `state.angles` holds: their keys and values go to the layer's cache.
+    func run(layer index: Int, rows: Int, state: DecoderState) {
+        let c = config, layer = layers[index]
+        let queries = c.heads * c.headDimension, keys = c.keyValueHeads * c.headDimension
+        copyNormalized(state, rows: rows, norm: layer.attentionNorm)
+        layer.projections.forward(state.normalized, rows: rows, into: &state.query, &state.key, &state.value)
+        state.query.withUnsafeMutableBufferPointer { q in
+            state.key.withUnsafeMutableBufferPointer { k in
+                state.angles.withUnsafeBufferPointer { table in
+                    for row in 0..<rows {
+                        let qRow = q.baseAddress! + row * queries, kRow = k.baseAddress! + row * keys
+                        layer.queryNorm?.apply(qRow, rows: c.heads)
+                        layer.keyNorm?.apply(kRow, rows: c.keyValueHeads)
+                        let angles = table.baseAddress! + row * rope.tableSize
+                        rope.rotate(qRow, heads: c.heads, headSize: c.headDimension, table: angles)
+                        rope.rotate(kRow, heads: c.keyValueHeads, headSize: c.headDimension, table: angles)
                     }
                 }
             }
-            state.store(layer: index, rows: rows)
-            state.attend(layer: index, rows: rows, heads: c.heads, keyValueHeads: c.keyValueHeads, headSize: c.headDimension)
-            layer.attentionOutput.forward(state.context, rows: rows, into: &state.projected)
-            addProjected(state, rows: rows)
-            copyNormalized(state, rows: rows, norm: layer.feedForwardNorm)
-            layer.gateUp.forward(state.normalized, rows: rows, into: &state.gate, &state.up)
-            state.gate.withUnsafeMutableBufferPointer { gate in
-                state.up.withUnsafeBufferPointer { up in
-                    // Split over the threads for prompts (a decoded token's row is too little work to hand off).
-                    WorkerPool.shared.run(rows >= 8 ? threads : 1, SwiGLUJob(gate: gate.baseAddress!, up: up.baseAddress!, count: rows * c.intermediateSize,
-                                                                               kernel: kernels))
-                }
-            }
-            layer.down.forward(state.gate, rows: rows, into: &state.projected)
-            addProjected(state, rows: rows)
         }
-        state.position += rows
-        state.rows = rows
+        state.store(layer: index, rows: rows)
+        state.attend(layer: index, rows: rows, heads: c.heads, keyValueHeads: c.keyValueHeads, headSize: c.headDimension)
+        layer.attentionOutput.forward(state.context, rows: rows, into: &state.projected)
+        addProjected(state, rows: rows)
+        copyNormalized(state, rows: rows, norm: layer.feedForwardNorm)
+        layer.gateUp.forward(state.normalized, rows: rows, into: &state.gate, &state.up)
+        state.gate.withUnsafeMutableBufferPointer { gate in
+            state.up.withUnsafeBufferPointer { up in
+                // Split over the threads for prompts (a decoded token's row is too little work to hand off).
+                WorkerPool.shared.run(rows >= 8 ? threads : 1, SwiGLUJob(gate: gate.baseAddress!, up: up.baseAddress!, count: rows * c.intermediateSize,
+                                                                           kernel: kernels))
+            }
+        }
+        layer.down.forward(state.gate, rows: rows, into: &state.projected)
+        addProjected(state, rows: rows)
     }
 
     /// Logits of rows `rows` of the last batch, in groups of up to 32 rows.
@@ -215,19 +229,43 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
         }
     }
 
-    /// Runs each text through the decoder from an empty cache (what calibration observes); texts
-    /// longer than the context are cut to it.
-    public func run(calibrationTexts texts: [String]) throws {
+    /// Runs each text from an empty cache, layer by layer: every text's embeddings, then all texts
+    /// through layer 0 (each in the batches `evaluate` would use, its cache filled as it goes), then
+    /// all through layer 1, and so on; texts longer than the context (at most 2,048 tokens) are cut
+    /// to it. Keeps every text's hidden states between layers (tokens × hiddenSize floats).
+    public func run(calibrationTexts texts: [String], blockFinished: (Int) throws -> Void) throws {
         guard let tokenizer else {
             throw ModelError.notRunnable(architecture: architecture, reason: "calibration needs the tokenizer of a GGUF file")
         }
-        let capacity = min(config.contextLength, 2048)
+        let capacity = min(config.contextLength, 2048), hidden = config.hiddenSize
         let state = makeState(capacity: capacity)
-        for text in texts {
-            state.reset()
-            let tokens = tokenizer.encode(text, addBOS: tokenizer.addsBOS)
-            guard !tokens.isEmpty else { continue }
-            try evaluate(Array(tokens.prefix(capacity)), state: state)
+        let sequences = texts.map { Array(tokenizer.encode($0, addBOS: tokenizer.addsBOS).prefix(capacity)) }.filter { !$0.isEmpty }
+        if let bad = sequences.lazy.flatMap({ $0 }).first(where: { $0 < 0 || Int($0) >= config.vocabularySize }) {
+            throw ModelError.notRunnable(architecture: architecture, reason: "token id \(bad) is outside the vocabulary of \(config.vocabularySize)")
+        }
+        var states: [[Float]] = sequences.map { [Float](repeating: 0, count: $0.count * hidden) }
+        for (index, tokens) in sequences.enumerated() {
+            for first in stride(from: 0, to: tokens.count, by: state.batch) {
+                let count = min(state.batch, tokens.count - first)
+                embed(Array(tokens[first..<(first + count)]), state: state)
+                states[index].withUnsafeMutableBufferPointer { ($0.baseAddress! + first * hidden).update(from: state.x, count: count * hidden) }
+            }
+        }
+        for layer in layers.indices {
+            for index in sequences.indices {
+                state.reset()
+                for first in stride(from: 0, to: sequences[index].count, by: state.batch) {
+                    let count = min(state.batch, sequences[index].count - first)
+                    states[index].withUnsafeBufferPointer { source in
+                        state.x.withUnsafeMutableBufferPointer { $0.baseAddress!.update(from: source.baseAddress! + first * hidden, count: count * hidden) }
+                    }
+                    setAngles(rows: count, state: state)
+                    run(layer: layer, rows: count, state: state)
+                    states[index].withUnsafeMutableBufferPointer { ($0.baseAddress! + first * hidden).update(from: state.x, count: count * hidden) }
+                    state.position += count
+                }
+            }
+            try blockFinished(layer)
         }
     }
 }

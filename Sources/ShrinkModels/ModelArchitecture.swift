@@ -116,9 +116,13 @@ public protocol ModelRuntime: AnyObject, Sendable {
     /// Every linear layer, in order, with the kernel it runs and how exactly that computes its
     /// stored weight.
     var linearExecutions: [LinearLayerExecution] { get }
-    /// Runs every text through the model once (what calibration observes); texts that the
-    /// tokenizer makes longer than the model takes are cut to its longest input.
-    func run(calibrationTexts texts: [String]) throws
+    /// Runs every text through the model once, what calibration observes, one block at a time:
+    /// all texts through block 0 (and the embeddings before it), then all through block 1, and so
+    /// on, calling `blockFinished(b)` once no later work reaches an op of block `b`. Every op sees
+    /// the inputs a text-by-text run would give it, bit for bit; between blocks the texts' hidden
+    /// states are kept (tokens × hidden floats). Texts that the tokenizer makes longer than the
+    /// model takes are cut to its longest input.
+    func run(calibrationTexts texts: [String], blockFinished: (Int) throws -> Void) throws
 }
 
 /// An architecture: one adapter that reads its configuration, names every tensor it expects with

@@ -35,6 +35,26 @@ import ShrinkTestSupport
         #expect(try SafetensorsFile(path: path).entries.count == 6)
     }
 
+    /// Blocks appended in any order write the bytes one write of everything does, and leave no
+    /// file but the destination; an op appended twice is refused.
+    @Test func blockByBlockAppendsWriteWhatOneWriteDoes() throws {
+        let shared = statistics(width: 8, rows: 5, seed: 3)
+        let first = ["b.0.query": shared, "b.0.key": shared, "b.0.down": statistics(width: 12, rows: 5, seed: 4)]
+        let second = ["b.1.query": statistics(width: 8, rows: 5, seed: 5), "b.1.down": statistics(width: 12, rows: 5, seed: 6)]
+        let whole = folder.file("whole.safetensors"), streamed = folder.file("streamed.safetensors")
+        try CalibrationStatisticsFile.write(first.merging(second) { a, _ in a }, provenance: provenance, to: whole)
+        let writer = try CalibrationStatisticsWriter(path: streamed)
+        try writer.append(second)
+        try writer.append(first)
+        #expect(throws: ShrinkIOError.writeFailed(path: streamed, reason: "statistics of 'b.1.down' came twice")) {
+            try writer.append(["b.1.down": second["b.1.down"]!])
+        }
+        try writer.finish(provenance: provenance)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: streamed)) == (try Data(contentsOf: URL(fileURLWithPath: whole))))
+        #expect(folder.contents == ["streamed.safetensors", "whole.safetensors"])
+        #expect(Set(try CalibrationStatisticsFile(path: streamed).layers.values.map(\.tensors)) == ["b.0.down", "b.0.key", "b.1.down", "b.1.query"])
+    }
+
     @Test func absoluteStatisticsArePerChannel() {
         var statistics = LayerInputStatistics(width: 2)
         let inputs: [Float] = [1, -4, -3, 2]
