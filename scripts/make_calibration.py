@@ -14,9 +14,15 @@ One paragraph follows every 16 sentences, so any prefix (a recipe's "limit") kee
 data/calibration/smollm2-calibration.txt (SmolLM2's recipes): 256 WikiText-2 validation paragraphs
 of more than 200 characters, evenly spaced, as the file writes them (the text a perplexity run
 reads is in the same tokenized form), one per line.
+
+data/calibration/stsb-train-scan.csv (what `shrink sensitivity --data` scans MiniLM's searched
+recipes on): 200 STS Benchmark train pairs, rows as in the split's file, drawn at random (seed 7) in
+the test split's genre proportions (90 captions, 37 forum posts, 73 news sentences; the first 200
+test pairs are all captions).
 Usage: scripts/make_calibration.py [shared data folder]
 """
 import os
+import random
 import sys
 
 data = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
@@ -52,3 +58,18 @@ out = os.path.join(os.path.dirname(__file__), "..", "data", "calibration", "smol
 with open(out, "w", encoding="utf-8") as f:
     f.write("\n".join(raw) + "\n")
 print(f"wrote {len(raw)} lines to {os.path.normpath(out)}")
+
+with open(os.path.join(data, "stsb", "sts-train.csv"), encoding="utf-8") as f:
+    rows = f.readlines()
+genres = {}
+for row in rows:
+    genres.setdefault(row.split("\t")[0], []).append(row)
+random.seed(7)
+pairs = []
+for genre, count in [("main-captions", 90), ("main-forum", 37), ("main-news", 73)]:
+    pairs += random.sample(genres[genre], count)
+random.shuffle(pairs)
+out = os.path.join(os.path.dirname(__file__), "..", "data", "calibration", "stsb-train-scan.csv")
+with open(out, "w", encoding="utf-8") as f:
+    f.writelines(pairs)
+print(f"wrote {len(pairs)} pairs to {os.path.normpath(out)}")
