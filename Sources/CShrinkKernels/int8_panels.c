@@ -7,13 +7,28 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+// int8_panels_vbmi.c includes this file with SHRINK_VBMI defined: the kernels compiled for AVX-512
+// VBMI as well, under the name shrink_gemm_u8s8_panels_vbmi (quad panels look their entries up
+// with `vpermi2b` there, and gather them here; the same results).
+#ifdef SHRINK_VBMI
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi")))
+#define GEMM_PANELS shrink_gemm_u8s8_panels_vbmi
+#else
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define GEMM_PANELS shrink_gemm_u8s8_panels
+#endif
 #define INLINE static inline __attribute__((always_inline))
 #define AVX512_READ __attribute__((target("avx512f")))
 
+#ifndef SHRINK_VBMI
 int shrink_cpu_has_avx512_vnni(void) {
     __builtin_cpu_init();
     return shrink_cpu_has_avx512() && __builtin_cpu_supports("avx512vnni");
+}
+
+int shrink_cpu_has_avx512_vbmi(void) {
+    __builtin_cpu_init();
+    return shrink_cpu_has_avx512_vnni() && __builtin_cpu_supports("avx512vbmi");
 }
 
 VNNI void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, size_t kpad, int8_t *xq,
@@ -45,6 +60,7 @@ VNNI void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t 
         }
     }
 }
+#endif
 
 /// The most rows one register tile holds. Packed (2-, 3- and 4-bit) panels are unpacked in every tile, so they go in
 /// tiles of one panel and up to this many rows (MiniLM batch 1, ~9 tokens, 1 thread: palette 4-bit
@@ -73,6 +89,7 @@ VNNI INLINE __m512i bit_to_2(__m512i v, int from) {
 /// pair panels entries 0..31 (`upper`: 32..63, for `vpermi2w`, which reads 6 bits); for 2:4 panels
 /// the 16 bytes in each lane and (`upper`) the pruned weights' code in every byte.
 VNNI INLINE __m512i panel_table(const uint8_t *lut, int bits, __m512i *upper) {
+    if (bits == SHRINK_QUAD_PANELS) return *upper = _mm512_setzero_si512();
     *upper = bits == SHRINK_PAIR64_PANELS ? _mm512_loadu_si512(lut + 64)
              : bits == SHRINK_SPARSE24_PANELS ? _mm512_set1_epi8((char)lut[16]) : _mm512_setzero_si512();
     if (bits == SHRINK_PAIR64_PANELS) return _mm512_loadu_si512(lut);
@@ -80,10 +97,76 @@ VNNI INLINE __m512i panel_table(const uint8_t *lut, int bits, __m512i *upper) {
     return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)lut));
 }
 
+#ifdef SHRINK_VBMI
+/// A quad panel's LUT (entry e's codes at 4e..4e + 3) as four planes of 256 bytes (plane i: code i
+/// of every entry), what `quad_plane` looks up.
+VNNI INLINE void quad_planes(const uint8_t *lut, uint8_t *planes) {
+    // Per 16 entries: code i of each to bytes 16i..16i + 15.
+    const __m512i split = _mm512_set_epi32(0x3F3B3733, 0x2F2B2723, 0x1F1B1713, 0x0F0B0703, 0x3E3A3632, 0x2E2A2622, 0x1E1A1612,
+                                           0x0E0A0602, 0x3D393531, 0x2D292521, 0x1D191511, 0x0D090501, 0x3C383430, 0x2C282420,
+                                           0x1C181410, 0x0C080400);
+    for (int m = 0; m < 16; m++) {
+        const __m512i codes = _mm512_permutexvar_epi8(split, _mm512_loadu_si512(lut + 64 * m));
+        _mm_storeu_si128((__m128i *)(planes + 16 * m), _mm512_castsi512_si128(codes));
+        _mm_storeu_si128((__m128i *)(planes + 256 + 16 * m), _mm512_extracti32x4_epi32(codes, 1));
+        _mm_storeu_si128((__m128i *)(planes + 512 + 16 * m), _mm512_extracti32x4_epi32(codes, 2));
+        _mm_storeu_si128((__m128i *)(planes + 768 + 16 * m), _mm512_extracti32x4_epi32(codes, 3));
+    }
+}
+
+/// Code plane i of the 64 quad-panel entries `indices` from `planes` (`quad_planes`): two
+/// `vpermi2b` over 128 bytes each, chosen by the indices' top bit.
+VNNI INLINE __m512i quad_plane(const uint8_t *planes, int i, __m512i indices, __mmask64 upper_half) {
+    const uint8_t *plane = planes + 256 * i;
+    const __m512i low = _mm512_permutex2var_epi8(_mm512_loadu_si512(plane), indices, _mm512_loadu_si512(plane + 64));
+    const __m512i high = _mm512_permutex2var_epi8(_mm512_loadu_si512(plane + 128), indices, _mm512_loadu_si512(plane + 192));
+    return _mm512_mask_blend_epi8(upper_half, low, high);
+}
+#else
+/// Quad k of a quad panel's group of 16 inputs (64 index bytes at `group`): each of the 16 channels'
+/// entries gathered from the LUT's dwords, so that byte 4r + i is code i of channel r's entry.
+VNNI INLINE __m512i quad_codes(const uint8_t *group, const uint8_t *lut, int k) {
+    // Channel 4l + c's entry is byte 16l + 4k + c: dwords k, 4 + k, 8 + k, 12 + k, in order.
+    const __m512i entries = _mm512_permutexvar_epi32(_mm512_setr_epi32(k, 4 + k, 8 + k, 12 + k, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                                                     _mm512_loadu_si512(group));
+    return _mm512_i32gather_epi32(_mm512_cvtepu8_epi32(_mm512_castsi512_si128(entries)), lut, 4);
+}
+#endif
+
+/// The four quads (inputs 4k..4k + 3, k = 0..3) of a quad panel's group of 16 inputs (64 index
+/// bytes at `group`), from `lut` (with VBMI: its planes, `quad_planes`).
+VNNI INLINE void quad_group(const uint8_t *group, const uint8_t *lut, __m512i quads[4]) {
+#ifdef SHRINK_VBMI
+    const __m512i indices = _mm512_loadu_si512(group);
+    const __mmask64 upper_half = _mm512_movepi8_mask(indices);
+    const __m512i p0 = quad_plane(lut, 0, indices, upper_half), p1 = quad_plane(lut, 1, indices, upper_half);
+    const __m512i p2 = quad_plane(lut, 2, indices, upper_half), p3 = quad_plane(lut, 3, indices, upper_half);
+    // The planes' bytes interleaved into dwords: per 128-bit lane l, entries 16l + 4k..16l + 4k + 3 in quad k.
+    const __m512i low01 = _mm512_unpacklo_epi8(p0, p1), low23 = _mm512_unpacklo_epi8(p2, p3);
+    const __m512i high01 = _mm512_unpackhi_epi8(p0, p1), high23 = _mm512_unpackhi_epi8(p2, p3);
+    quads[0] = _mm512_unpacklo_epi16(low01, low23);
+    quads[1] = _mm512_unpackhi_epi16(low01, low23);
+    quads[2] = _mm512_unpacklo_epi16(high01, high23);
+    quads[3] = _mm512_unpackhi_epi16(high01, high23);
+#else
+    for (int k = 0; k < 4; k++) quads[k] = quad_codes(group, lut, k);
+#endif
+}
+
 /// The codes of octet t (inputs 8t..8t+3 in `lo`, 8t+4..8t+7 in `hi`, one byte each) of activation
 /// block `block` of a nibble, crumb or tribit panel (indices, for the caller's LUT), or of a pair
-/// panel (codes: its entries looked up in `pairs` and `upper`, a `panel_table`).
-VNNI INLINE void octet_quads(const uint8_t *panel, int bits, __m512i pairs, __m512i upper, size_t block, int t, __m512i *lo, __m512i *hi) {
+/// panel (codes: its entries looked up in `pairs` and `upper`, a `panel_table`), or of a quad panel
+/// (codes: its entries gathered from `lut`).
+VNNI INLINE void octet_quads(const uint8_t *panel, int bits, __m512i pairs, __m512i upper, const uint8_t *lut, size_t block, int t,
+                             __m512i *lo, __m512i *hi) {
+    if (bits == SHRINK_QUAD_PANELS) {
+        // Octet t holds quads 2 (t % 2) and 2 (t % 2) + 1 of its group of 16 inputs.
+        __m512i quads[4];
+        quad_group(panel + (block * 2 + (size_t)t / 2) * 64, lut, quads);
+        *lo = quads[2 * (t % 2)];
+        *hi = quads[2 * (t % 2) + 1];
+        return;
+    }
     if (bits == SHRINK_SPARSE24_PANELS) {
         const uint8_t *octet = panel + block * 192 + (size_t)t * 48;
         const __m512i nibble = _mm512_set1_epi8(0x0F);
@@ -162,7 +245,19 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
                       size_t n0, size_t n, const float *bias) {
     const size_t blocks = kpad / 32;
     __m512i table[2], upper[2], low_table[2];
+    // What octet_quads looks quad panels' entries up in: their LUTs, or with VBMI their planes.
+    const uint8_t *entries[2] = {NULL, NULL};
+#ifdef SHRINK_VBMI
+    uint8_t planes[2][1024] __attribute__((aligned(64)));
+#endif
     for (int p = 0; p < np; p++) {
+        if (bits == SHRINK_QUAD_PANELS) {
+            entries[p] = luts + p * shrink_lut_bytes(bits);
+#ifdef SHRINK_VBMI
+            quad_planes(entries[p], planes[p]);
+            entries[p] = planes[p];
+#endif
+        }
         table[p] = luts ? panel_table(luts + p * shrink_lut_bytes(bits), bits, &upper[p]) : _mm512_setzero_si512();
         low_table[p] = luts && low ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(low + p * 16))) : _mm512_setzero_si512();
     }
@@ -191,10 +286,18 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
             }
             const int8_t *xb = xq + block * 32;
             if (bits < 8) {
+                __m512i group_quads[2][4];
                 for (int t = 0; t < 4; t++) {
                     __m512i lo[2], hi[2], low_lo[2], low_hi[2];
                     for (int p = 0; p < np; p++) {
-                        octet_quads(w + p * panel_bytes, bits, table[p], upper[p], block, t, &lo[p], &hi[p]);
+                        if (bits == SHRINK_QUAD_PANELS) {
+                            // A group's four quads serve two octets.
+                            if (t % 2 == 0) quad_group(w + p * panel_bytes + (block * 2 + (size_t)t / 2) * 64, entries[p], group_quads[p]);
+                            lo[p] = group_quads[p][2 * (t % 2)];
+                            hi[p] = group_quads[p][2 * (t % 2) + 1];
+                        } else {
+                            octet_quads(w + p * panel_bytes, bits, table[p], upper[p], entries[p], block, t, &lo[p], &hi[p]);
+                        }
                         if (luts && low) {
                             low_lo[p] = _mm512_shuffle_epi8(low_table[p], lo[p]);
                             low_hi[p] = _mm512_shuffle_epi8(low_table[p], hi[p]);
@@ -407,6 +510,14 @@ VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, c
         __m512i table = luts ? panel_table(luts + panel * shrink_lut_bytes(bits), bits, &upper) : _mm512_setzero_si512();
         __m512i low_table = low ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(low + panel * 16))) : _mm512_setzero_si512();
         __m512i shift = _mm512_setzero_si512(), factor = _mm512_setzero_si512();
+        const uint8_t *entries = bits == SHRINK_QUAD_PANELS ? luts + panel * shrink_lut_bytes(bits) : NULL;
+#ifdef SHRINK_VBMI
+        uint8_t planes[1024] __attribute__((aligned(64)));
+        if (entries) {
+            quad_planes(entries, planes);
+            entries = planes;
+        }
+#endif
         size_t wblock = (size_t)-1;
         for (size_t octet = 0; octet < kpad / 8; octet++) {
             if (zero_points && octet / 4 / blocks_per_wblock != wblock) {
@@ -423,7 +534,7 @@ VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, c
                 }
             }
             __m512i lo, hi;
-            octet_quads(source, bits, table, upper, octet / 4, (int)(octet % 4), &lo, &hi);
+            octet_quads(source, bits, table, upper, entries, octet / 4, (int)(octet % 4), &lo, &hi);
             if (low) {
                 _mm512_storeu_si512(low_target + octet * 128, _mm512_shuffle_epi8(low_table, lo));
                 _mm512_storeu_si512(low_target + octet * 128 + 64, _mm512_shuffle_epi8(low_table, hi));
@@ -456,11 +567,11 @@ VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, c
         else PANELS(w, BITS, NULL, NULL, 0, n, 0, panel_begin, panel_end, y, bias);      \
     } while (0)
 
-VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int code_bits, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
-                                  const uint8_t *multipliers, const float *channel_scales, size_t n,
-                                  size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
-                                  size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
-                                  const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias) {
+VNNI void GEMM_PANELS(const uint8_t *w, int code_bits, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
+                      const uint8_t *multipliers, const float *channel_scales, size_t n,
+                      size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
+                      size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
+                      const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias) {
     const size_t blocks = kpad / 32;
     const size_t wblocks = (blocks + blocks_per_wblock - 1) / blocks_per_wblock;
     const size_t panel_floats = wblocks * 16;
@@ -518,11 +629,14 @@ VNNI void shrink_gemm_u8s8_panels(const uint8_t *w, int code_bits, const uint8_t
         PANELS(w, SHRINK_PAIR64_PANELS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     } else if (code_bits == SHRINK_SPARSE24_PANELS) {
         PANELS(w, SHRINK_SPARSE24_PANELS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else if (code_bits == SHRINK_QUAD_PANELS) {
+        PANELS(w, SHRINK_QUAD_PANELS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     } else {
         PACKED_PANELS(2);
     }
 }
 
+#ifndef SHRINK_VBMI
 AVX512_READ uint64_t shrink_read_sum_u64(const uint64_t *values, size_t count) {
     __m512i sum[8];
     for (int j = 0; j < 8; j++) sum[j] = _mm512_setzero_si512();
@@ -535,10 +649,22 @@ AVX512_READ uint64_t shrink_read_sum_u64(const uint64_t *values, size_t count) {
     for (; i < count; i++) total += values[i];
     return total;
 }
+#endif
 
-#else
+#elif !defined(SHRINK_VBMI)
 
 int shrink_cpu_has_avx512_vnni(void) { return 0; }
+
+int shrink_cpu_has_avx512_vbmi(void) { return 0; }
+
+void shrink_gemm_u8s8_panels_vbmi(const uint8_t *w, int code_bits, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
+                                  const uint8_t *multipliers, const float *channel_scales, size_t n,
+                                  size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
+                                  size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
+                                  const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias) {
+    shrink_gemm_u8s8_panels(w, code_bits, luts, low, zero_points, multipliers, channel_scales, n, kpad, blocks_per_wblock, scales, offsets, panel_begin,
+                            panel_end, xq, xscales, xsums, xisums, rows, y, ldy, bias);
+}
 
 uint64_t shrink_read_sum_u64(const uint64_t *values, size_t count) {
     uint64_t total = 0;

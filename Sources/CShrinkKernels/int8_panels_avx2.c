@@ -101,9 +101,25 @@ AVX2 INLINE __m256i pair64_codes(__m128i entries, __m128i groups, const __m128i 
 /// caller's LUT), codes of a pair panel (its entries' first and second codes, 16 entries per
 /// register, in `first` and `second`) or of a 2:4 panel (its LUT in first[0], the pruned code in
 /// every byte of second[0]).
-AVX2 INLINE void octet_quads(const uint8_t *panel, int bits, const __m128i *first, const __m128i *second, size_t block, int t, int h,
-                             __m256i *lo, __m256i *hi) {
+/// Quad k of a quad panel's group of 16 inputs (64 index bytes at `group`) for channels 8h..8h+7:
+/// their entries gathered from the LUT's dwords, byte 4c + i being code i of channel 8h + c.
+AVX2 INLINE __m256i quad_codes(const uint8_t *group, const uint8_t *lut, int h, int k) {
+    // Channel 4l + c's entry is byte 16l + 4k + c: channels 8h..8h+3 at 32h + 4k, 8h+4..8h+7 16 bytes on.
+    int32_t first, second;
+    __builtin_memcpy(&first, group + 32 * h + 4 * k, 4);
+    __builtin_memcpy(&second, group + 32 * h + 16 + 4 * k, 4);
+    return _mm256_i32gather_epi32((const int *)lut, _mm256_cvtepu8_epi32(_mm_setr_epi32(first, second, 0, 0)), 4);
+}
+
+AVX2 INLINE void octet_quads(const uint8_t *panel, int bits, const __m128i *first, const __m128i *second, const uint8_t *lut, size_t block,
+                             int t, int h, __m256i *lo, __m256i *hi) {
     const __m128i nibble = _mm_set1_epi8(0x0F);
+    if (bits == SHRINK_QUAD_PANELS) {
+        const uint8_t *group = panel + (block * 2 + (size_t)t / 2) * 64;
+        *lo = quad_codes(group, lut, h, 2 * (t % 2));
+        *hi = quad_codes(group, lut, h, 2 * (t % 2) + 1);
+        return;
+    }
     if (bits == SHRINK_SPARSE24_PANELS) {
         // As in int8_panels.c: per channel the byte of each input (kept slot, or 8: the pruned
         // code), looked up by its 4-bit mask in two halves of 8 dwords, plus 2 (channel % 4).
@@ -177,7 +193,7 @@ AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint
     if (bits == SHRINK_SPARSE24_PANELS) {
         firsts[0] = _mm_loadu_si128((const __m128i *)lut);
         seconds[0] = _mm_set1_epi8((char)lut[16]);
-    } else if (shrink_decodes_codes(bits)) {
+    } else if (shrink_decodes_codes(bits) && bits != SHRINK_QUAD_PANELS) {
         const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
         for (int k = 0; k < (bits == SHRINK_PAIR64_PANELS ? 4 : 1); k++) {
             const __m128i a = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(lut + 32 * k)), split);
@@ -219,7 +235,7 @@ AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint
             if (bits < 8) {
                 for (int t = 0; t < 4; t++) {
                     __m256i lo, hi;
-                    octet_quads(w, bits, firsts, seconds, block, t, h, &lo, &hi);
+                    octet_quads(w, bits, firsts, seconds, lut, block, t, h, &lo, &hi);
                     __m256i low_lo = _mm256_setzero_si256(), low_hi = _mm256_setzero_si256();
                     if (lut && low) {
                         low_lo = _mm256_xor_si256(_mm256_shuffle_epi8(low_table, lo), flip);

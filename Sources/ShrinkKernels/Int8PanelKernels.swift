@@ -10,13 +10,17 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
     case avx2
     /// C with AVX-512 VNNI `vpdpbusd` (`CShrinkKernels/int8_panels.c`).
     case avx512vnni
+    /// The same compiled for AVX-512 VBMI as well (`CShrinkKernels/int8_panels_vbmi.c`): quad panels
+    /// look their entries up with `vpermi2b`, 64 at a time, instead of gathering 16.
+    case avx512vbmi
 
     /// The variants this CPU can run, slowest first.
     public static let available: [IntegerKernelVariant] =
         [.swift] + (shrink_cpu_has_avx2() != 0 ? [.avx2] : []) + (shrink_cpu_has_avx512_vnni() != 0 ? [.avx512vnni] : [])
+            + (shrink_cpu_has_avx512_vbmi() != 0 ? [.avx512vbmi] : [])
 
     /// The variant models run with: the fastest this CPU can run, unless the environment variable
-    /// `SHRINK_INTEGER_KERNELS` names another available one (`swift`, `avx2`, `avx512vnni`), which
+    /// `SHRINK_INTEGER_KERNELS` names another available one (`swift`, `avx2`, `avx512vnni`, `avx512vbmi`), which
     /// lets a benchmark measure a slower CPU's path here (any other value: a warning on standard error).
     public static let best: IntegerKernelVariant = KernelChoice.fromEnvironment("SHRINK_INTEGER_KERNELS", available: available)
 
@@ -25,7 +29,7 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
     func quantizeRows(_ x: UnsafePointer<Float>, rows: Int, k: Int, ldx: Int, kpad: Int, into xq: UnsafeMutablePointer<Int8>,
                       scales: UnsafeMutablePointer<Float>, sums: UnsafeMutablePointer<Float>, integerSums: UnsafeMutablePointer<Int32>) {
         switch self {
-        case .avx512vnni: shrink_quantize_rows_s8(x, rows, k, ldx, kpad, xq, scales, sums, integerSums)
+        case .avx512vnni, .avx512vbmi: shrink_quantize_rows_s8(x, rows, k, ldx, kpad, xq, scales, sums, integerSums)
         case .avx2: shrink_quantize_rows_s8_avx2(x, rows, k, ldx, kpad, xq, scales, sums, integerSums)
         case .swift:
             let blocks = kpad / 32
@@ -59,7 +63,7 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
         let offsetMultipliers = half.offsets.map { UnsafePointer($0.multipliers.baseAddress!) }
         let superOffsets = half.offsets.map { UnsafePointer($0.superScales.baseAddress!) }
         switch self {
-        case .avx512vnni:
+        case .avx512vnni, .avx512vbmi:
             shrink_gemm_u8s8_half_blocks(codes, w.packedBits == 4 ? 1 : 0, multipliers, superScales, half.zero, offsetMultipliers, superOffsets, w.rows, w.paddedColumns,
                                          half.blocksPerSuper, panels.lowerBound, panels.upperBound, xq, xScales, rows, y, ldy, bias)
         case .avx2:
@@ -121,6 +125,10 @@ public enum IntegerKernelVariant: String, CaseIterable, Sendable {
         case .avx512vnni:
             shrink_gemm_u8s8_panels(codes, w.kernelLayout, luts, low, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
                                     offsets, panels.lowerBound, panels.upperBound, xq, xScales, xSums, xIntegerSums, rows, y, ldy, bias)
+        case .avx512vbmi:
+            shrink_gemm_u8s8_panels_vbmi(codes, w.kernelLayout, luts, low, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns,
+                                         w.blocksPerWeightBlock, scales, offsets, panels.lowerBound, panels.upperBound, xq, xScales, xSums, xIntegerSums,
+                                         rows, y, ldy, bias)
         case .avx2:
             shrink_gemm_u8s8_panels_avx2(codes, w.kernelLayout, luts, low, zeroPoints, multipliers, channelScales, w.rows, w.paddedColumns, w.blocksPerWeightBlock, scales,
                                          offsets, panels.lowerBound, panels.upperBound, xq, xScales, xSums, xIntegerSums, rows, y, ldy, bias)

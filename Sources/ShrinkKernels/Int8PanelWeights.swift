@@ -22,7 +22,8 @@ import ShrinkCore
 /// - vector palettes grouped along the output channels: the LUT values on their group's grid as
 ///   for scalar palettes (an `int8` LUT exactly in 8 bits). Pairs of at most 64 entries on an 8-bit
 ///   grid, one LUT per panel, keep their 4- or 6-bit indices (pair panels: a LUT of 32 or 128 bytes
-///   per panel);
+///   per panel), and 4-vectors of at most 256 entries their byte indices (quad panels: 2 bits per
+///   weight, a LUT of 1,024 bytes per panel);
 ///   otherwise each weight is coded as its lane of its vector's entry, one byte per weight (two
 ///   with two planes);
 /// - pruned scalar palettes of at most 16 entries on an 8-bit grid, one LUT per panel, with at most
@@ -112,6 +113,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
         if isIntegerScaled { return "4-bit codes, integer block scales" }
         if pairedEntries { return "\(2 * packedBits)-bit pair indices → " + codes }
         if kernelLayout == SHRINK_SPARSE24_PANELS { return "2:4 kept 4-bit LUT indices → " + codes }
+        if kernelLayout == SHRINK_QUAD_PANELS { return "8-bit quad indices → " + codes }
         if packedBits < 8 { return luts == nil ? "\(packedBits)-bit codes" : "\(packedBits)-bit LUT indices → " + codes }
         return codes + (hasCenteredBytes ? ", centered" : "")
     }
@@ -133,7 +135,9 @@ public final class Int8PanelWeights: @unchecked Sendable {
         /// The panel layout of indices that are not one per weight (`SHRINK_PAIR_PANELS`,
         /// `SHRINK_PAIR64_PANELS`: one index per pair of adjacent inputs, `rowLUTs` each entry's two
         /// codes; `SHRINK_SPARSE24_PANELS`: each weight's index, 255 where pruned, `rowLUTs` 16
-        /// codes then the pruned weights' code), their LUTs `shrink_lut_bytes` long; nil otherwise.
+        /// codes then the pruned weights' code; `SHRINK_QUAD_PANELS`: one index per 4 adjacent
+        /// inputs, `rowLUTs` each entry's four codes), their LUTs `shrink_lut_bytes` long;
+        /// nil otherwise.
         var indexLayout: Int32? = nil
         /// Integer block scales: the multiplier of each row's weight blocks and each row's scale
         /// (`rowScales` = multiplier × row scale).
@@ -314,13 +318,19 @@ public final class Int8PanelWeights: @unchecked Sendable {
     }
 
     /// Codes of `bits` bits (2, 3, 4 or 8), row-major, or pair indices (`SHRINK_PAIR_PANELS`,
-    /// `SHRINK_PAIR64_PANELS`: `columns / 2` per row), into panels of `panelBytes` (zeroed) in the layouts of `shrink_kernels.h`.
+    /// `SHRINK_PAIR64_PANELS`: `columns / 2` per row) or quad indices (`SHRINK_QUAD_PANELS`:
+    /// `columns / 4` per row), into panels of `panelBytes` (zeroed) in the layouts of `shrink_kernels.h`.
     static func pack(_ source: UnsafePointer<UInt8>, rows: Int, columns: Int, bits: Int, panelBytes: Int,
                      into target: UnsafeMutablePointer<UInt8>) {
         for row in 0..<rows {
             let panel = target + (row / 16) * panelBytes, lane = (row % 16) * 4
             let sourceRow = source + row * columns
             switch bits {
+            case Int(SHRINK_QUAD_PANELS):
+                let quadRow = source + row * (columns / 4), channel = row % 16
+                for quad in 0..<(columns / 4) {
+                    panel[(quad >> 2) * 64 + 16 * (channel / 4) + 4 * (quad & 3) + channel % 4] = quadRow[quad]
+                }
             case Int(SHRINK_PAIR_PANELS):
                 let pairRow = source + row * (columns / 2), lane = (row % 16) * 2
                 for pair in 0..<(columns / 2) {
@@ -377,6 +387,10 @@ public final class Int8PanelWeights: @unchecked Sendable {
             let slot = (mask & ((1 << i) - 1)).nonzeroBitCount
             let byte = codes[octet + 16 + 8 * (lane / 4) + 2 * (lane % 4) + slot]
             return Int32(luts![panel * 32 + Int(quad == 0 ? byte & 0x0F : byte >> 4)])
+        }
+        if kernelLayout == SHRINK_QUAD_PANELS {
+            let entry = codes[panel * paddedColumns * 4 + (input >> 4) * 64 + 16 * (lane / 4) + 4 * ((input >> 2) & 3) + lane % 4]
+            return Int32(luts![panel * shrink_lut_bytes(kernelLayout) + Int(entry) * 4 + (input & 3)])
         }
         if pairedEntries {
             // Pair panels: the 4 low bits of the entry (and for 64 entries the 2 high ones).
@@ -447,6 +461,14 @@ public final class Int8PanelWeights: @unchecked Sendable {
                 matrix.codes = indices
                 matrix.rowLUTs = rowCodes.map { codes in (0..<lutBytes).map { $0 < codes.count ? UInt8(codes[$0]) : 0 } }
                 (matrix.codeBits, matrix.indexLayout) = (palette.bits <= 4 ? 4 : 6, layout)
+                return matrix
+            }
+            if width == 4, !wide, (0..<rows).allSatisfy({ rowCodes[$0] == rowCodes[$0 / 16 * 16] }) {
+                // Quad panels: the indices as stored, each row's entries as its LUT of 1,024 bytes.
+                let lutBytes = shrink_lut_bytes(SHRINK_QUAD_PANELS)
+                matrix.codes = indices
+                matrix.rowLUTs = rowCodes.map { codes in (0..<lutBytes).map { $0 < codes.count ? UInt8(codes[$0]) : 0 } }
+                (matrix.codeBits, matrix.indexLayout) = (8, SHRINK_QUAD_PANELS)
                 return matrix
             }
             let codes = (0..<(rows * columns)).map { rowCodes[$0 / columns][Int(indices[$0 / width]) * width + $0 % width] }

@@ -132,6 +132,29 @@ import ShrinkTestSupport
         #expect(checked >= 4, "the catalog's integer-scaled encodings")
     }
 
+    /// Quad panels whose 16 channels of a panel share a LUT that differs from panel to panel (4-vector
+    /// palettes per 16 channels) run as their Swift twin in every variant, packed (2 bits per weight).
+    @Test func quadPanelsWithALUTPerPanelMatchTheTwin() throws {
+        var generator = SeededGenerator(seed: 21)
+        let (outFeatures, inFeatures) = (48, 96)
+        let tensor = try DenseTensor(converting: generator.floats(outFeatures * inFeatures), shape: [outFeatures, inFeatures])
+        let config = EncodingCatalog.palettize(6, .kmeans, .perGroupedChannel(axis: 0, groupSize: 16), vector: 4, lut: .i8)
+        let weights = try #require(Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: config)))
+        #expect(weights.packedBits == 2 && weights.codeDescription == "8-bit quad indices → 8-bit codes")
+        let bias = generator.floats(outFeatures)
+        for rows in [1, 5, Int(SHRINK_WIDEN_FROM_ROWS) + 1] {
+            let x = generator.floats(rows * inFeatures, in: -2...2)
+            var outputs: [IntegerKernelVariant: [Float]] = [:]
+            for variant in IntegerKernelVariant.available {
+                var y = [Float](repeating: .nan, count: rows * outFeatures)
+                Int8ActivationLinear(weights: weights, bias: bias, threads: 2, variant: variant, minimumWorkPerThread: 0).forward(x, rows: rows, into: &y)
+                outputs[variant] = y
+            }
+            for variant in IntegerKernelVariant.available { #expect(outputs[variant] == outputs[.swift], "\(variant), \(rows) rows") }
+        }
+    }
+
+
     /// Layers that share an input, run as one pass (one quantization, their panels split over the
     /// threads as one range), give each layer's own outputs bit for bit, whatever their encodings
     /// and widths; operators that cannot share an input are refused.
@@ -251,6 +274,9 @@ import ShrinkTestSupport
                 "int8 pairs of 16 entries per 16 channels: pair panels")
         let widePairs = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: EncodingCatalog.palettize(6, vector: 2, lut: .i8)))!
         #expect(widePairs.pairedEntries && widePairs.packedBits == 3 && widePairs.isExact && widePairs.codeDescription == "6-bit pair indices → 8-bit codes")
+        let quads = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: EncodingCatalog.palettize(8, vector: 4, lut: .i8)))!
+        #expect(quads.packedBits == 2 && quads.isExact && quads.codeDescription == "8-bit quad indices → 8-bit codes",
+                "int8 4-vectors of 256 entries: quad panels, a byte per 4 weights")
         var prunedConfig = EncodingCatalog.palettize(4, lut: .i8)
         prunedConfig.prune = .nOfM(n: 2, m: 4)
         let pruned = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: prunedConfig))!

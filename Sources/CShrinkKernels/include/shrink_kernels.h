@@ -137,7 +137,13 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 //   low nibble the index of slot j % 2 of channel 4l + j / 2 in the first quad, in its high nibble
 //   in the second (slot 0: the first kept input, slot 1: the second; unused slots 0). A panel is
 //   kpad * 6 bytes; its LUT 32 bytes, the 16 entries' codes then, at byte 16, the code of a
-//   pruned weight.
+//   pruned weight;
+// - quad panels (code_bits = SHRINK_QUAD_PANELS: vector palettes whose entries are four adjacent
+//   inputs' codes, at most 256 entries, one byte per index): per group g of 16 inputs, 64 bytes,
+//   byte 16l + 4k + c holding the entry of channel 4l + c at inputs 16g + 4k..16g + 4k + 3 (the
+//   order in which byte unpacking of four looked-up code planes yields quad k); a panel is
+//   kpad * 4 bytes. The LUT is 1,024 bytes per panel, entry e's four codes (first input first) at
+//   bytes 4e..4e + 3, so that a gather of dwords by entry yields a quad of codes;
 // With a LUT (16 bytes per panel), a packed code is an index and its code is lut[index].
 // Two planes (`low` not NULL): codes are 16 bits, q = 256 * high + low, where high is the code the
 // panels above give and low comes from a second table of the same layout: for nibble panels with
@@ -172,22 +178,27 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 #define SHRINK_PAIR64_PANELS 5
 /// The code_bits of 2:4 panels.
 #define SHRINK_SPARSE24_PANELS 6
+/// The code_bits of quad panels.
+#define SHRINK_QUAD_PANELS 7
 
 /// Bytes of one panel of codes over kpad inputs, code_bits as for shrink_gemm_u8s8_panels.
 static inline size_t shrink_panel_bytes(size_t kpad, int code_bits) {
-    if (code_bits == SHRINK_PAIR_PANELS) return kpad * 4;
+    if (code_bits == SHRINK_PAIR_PANELS || code_bits == SHRINK_QUAD_PANELS) return kpad * 4;
     if (code_bits == SHRINK_PAIR64_PANELS || code_bits == SHRINK_SPARSE24_PANELS) return kpad * 6;
     return kpad * 2 * (size_t)code_bits;
 }
 
-/// Bytes of one panel's LUT: 32 for pair and 2:4 panels, 128 for 64-entry pair panels, else 16.
+/// Bytes of one panel's LUT: 32 for pair and 2:4 panels, 128 for 64-entry pair panels, 1,024 for
+/// quad panels, else 16.
 static inline size_t shrink_lut_bytes(int code_bits) {
-    return code_bits == SHRINK_PAIR_PANELS || code_bits == SHRINK_SPARSE24_PANELS ? 32 : code_bits == SHRINK_PAIR64_PANELS ? 128 : 16;
+    return code_bits == SHRINK_PAIR_PANELS || code_bits == SHRINK_SPARSE24_PANELS ? 32
+           : code_bits == SHRINK_PAIR64_PANELS ? 128 : code_bits == SHRINK_QUAD_PANELS ? 1024 : 16;
 }
 
-/// Whether the kernels' octet decoding yields codes (pair and 2:4 panels) rather than LUT indices.
+/// Whether the kernels' octet decoding yields codes (pair, 2:4 and quad panels) rather than LUT indices.
 static inline int shrink_decodes_codes(int code_bits) {
-    return code_bits == SHRINK_PAIR_PANELS || code_bits == SHRINK_PAIR64_PANELS || code_bits == SHRINK_SPARSE24_PANELS;
+    return code_bits == SHRINK_PAIR_PANELS || code_bits == SHRINK_PAIR64_PANELS || code_bits == SHRINK_SPARSE24_PANELS
+           || code_bits == SHRINK_QUAD_PANELS;
 }
 
 
@@ -205,15 +216,18 @@ uint64_t shrink_read_sum_u64(const uint64_t *values, size_t count);
 /// 1 when the CPU supports AVX-512 VNNI (and the AVX-512 F/BW the other kernels need), else 0.
 int shrink_cpu_has_avx512_vnni(void);
 
+/// 1 when it supports AVX-512 VBMI too (what shrink_gemm_u8s8_panels_vbmi needs), else 0.
+int shrink_cpu_has_avx512_vbmi(void);
+
 /// Quantizes `rows` rows of `k` floats (row stride `ldx`) into int8 rows of `kpad` (zero padded),
 /// with `kpad / 32` scales, block sums and integer block sums per row.
 void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, size_t kpad, int8_t *xq,
                              float *scales, float *sums, int32_t *integer_sums);
 
 /// y[m * ldy + c] for m < rows and the channels c < n of panels [panel_begin, panel_end), codes of
-/// code_bits bits (8: byte panels, 4: nibble, 3: tribit, 2: crumb panels), pair panels of either size or 2:4 panels (bias may
-/// be NULL; luts is NULL unless nibble, tribit or crumb indices go through per-panel LUTs, and
-/// holds the pair panels' entries; low is NULL unless the
+/// code_bits bits (8: byte panels, 4: nibble, 3: tribit, 2: crumb panels), pair panels of either size, 2:4 panels or quad
+/// panels (bias may be NULL; luts is NULL unless nibble, tribit or crumb indices go through per-panel LUTs, and
+/// holds the pair and quad panels' entries; low is NULL unless the
 /// codes have two planes (then there are no zero points or multipliers); zero_points, laid
 /// out like the scales, is NULL unless the nibble codes are affine with o = a * z, which allows the
 /// centered form; multipliers (laid out like the zero points) and channel_scales (16 floats per
@@ -224,6 +238,15 @@ void shrink_gemm_u8s8_panels(const uint8_t *w, int code_bits, const uint8_t *lut
                              size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
                              size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
                              const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias);
+
+/// shrink_gemm_u8s8_panels compiled for AVX-512 VBMI as well (int8_panels_vbmi.c; callers check
+/// shrink_cpu_has_avx512_vbmi): quad panels look their entries up with `vpermi2b`, 64 at a time,
+/// instead of gathering 16; the same results.
+void shrink_gemm_u8s8_panels_vbmi(const uint8_t *w, int code_bits, const uint8_t *luts, const uint8_t *low, const uint8_t *zero_points,
+                                  const uint8_t *multipliers, const float *channel_scales, size_t n,
+                                  size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
+                                  size_t panel_begin, size_t panel_end, const int8_t *xq, const float *xscales,
+                                  const float *xsums, const int32_t *xisums, size_t rows, float *y, size_t ldy, const float *bias);
 
 
 /// Half-block form (half_blocks.c; ggml's Q6_K, Q2_K): byte panels of codes q <= 63 (nibble
