@@ -155,18 +155,9 @@ VNNI INLINE void quad_group(const uint8_t *group, const uint8_t *lut, __m512i qu
 
 /// The codes of octet t (inputs 8t..8t+3 in `lo`, 8t+4..8t+7 in `hi`, one byte each) of activation
 /// block `block` of a nibble, crumb or tribit panel (indices, for the caller's LUT), or of a pair
-/// panel (codes: its entries looked up in `pairs` and `upper`, a `panel_table`), or of a quad panel
-/// (codes: its entries gathered from `lut`).
-VNNI INLINE void octet_quads(const uint8_t *panel, int bits, __m512i pairs, __m512i upper, const uint8_t *lut, size_t block, int t,
-                             __m512i *lo, __m512i *hi) {
-    if (bits == SHRINK_QUAD_PANELS) {
-        // Octet t holds quads 2 (t % 2) and 2 (t % 2) + 1 of its group of 16 inputs.
-        __m512i quads[4];
-        quad_group(panel + (block * 2 + (size_t)t / 2) * 64, lut, quads);
-        *lo = quads[2 * (t % 2)];
-        *hi = quads[2 * (t % 2) + 1];
-        return;
-    }
+/// panel (codes: its entries looked up in `pairs` and `upper`, a `panel_table`); quad panels decode
+/// two octets at a time (`quad_group`).
+VNNI INLINE void octet_quads(const uint8_t *panel, int bits, __m512i pairs, __m512i upper, size_t block, int t, __m512i *lo, __m512i *hi) {
     if (bits == SHRINK_SPARSE24_PANELS) {
         const uint8_t *octet = panel + block * 192 + (size_t)t * 48;
         const __m512i nibble = _mm512_set1_epi8(0x0F);
@@ -296,7 +287,7 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
                             lo[p] = group_quads[p][2 * (t % 2)];
                             hi[p] = group_quads[p][2 * (t % 2) + 1];
                         } else {
-                            octet_quads(w + p * panel_bytes, bits, table[p], upper[p], entries[p], block, t, &lo[p], &hi[p]);
+                            octet_quads(w + p * panel_bytes, bits, table[p], upper[p], block, t, &lo[p], &hi[p]);
                         }
                         if (luts && low) {
                             low_lo[p] = _mm512_shuffle_epi8(low_table[p], lo[p]);
@@ -519,6 +510,7 @@ VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, c
         }
 #endif
         size_t wblock = (size_t)-1;
+        __m512i group_quads[4];
         for (size_t octet = 0; octet < kpad / 8; octet++) {
             if (zero_points && octet / 4 / blocks_per_wblock != wblock) {
                 wblock = octet / 4 / blocks_per_wblock;
@@ -534,7 +526,14 @@ VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, c
                 }
             }
             __m512i lo, hi;
-            octet_quads(source, bits, table, upper, entries, octet / 4, (int)(octet % 4), &lo, &hi);
+            if (bits == SHRINK_QUAD_PANELS) {
+                // A group's four quads serve two octets.
+                if (octet % 2 == 0) quad_group(source + (octet / 2) * 64, entries, group_quads);
+                lo = group_quads[2 * (octet % 2)];
+                hi = group_quads[2 * (octet % 2) + 1];
+            } else {
+                octet_quads(source, bits, table, upper, octet / 4, (int)(octet % 4), &lo, &hi);
+            }
             if (low) {
                 _mm512_storeu_si512(low_target + octet * 128, _mm512_shuffle_epi8(low_table, lo));
                 _mm512_storeu_si512(low_target + octet * 128 + 64, _mm512_shuffle_epi8(low_table, hi));
