@@ -89,7 +89,7 @@ VNNI INLINE __m512i bit_to_2(__m512i v, int from) {
 /// pair panels entries 0..31 (`upper`: 32..63, for `vpermi2w`, which reads 6 bits); for 2:4 panels
 /// the 16 bytes in each lane and (`upper`) the pruned weights' code in every byte.
 VNNI INLINE __m512i panel_table(const uint8_t *lut, int bits, __m512i *upper) {
-    if (bits == SHRINK_QUAD_PANELS) return *upper = _mm512_setzero_si512();
+    if (bits == SHRINK_QUAD_PANELS || bits == SHRINK_PAIR256_PANELS) return *upper = _mm512_setzero_si512();
     *upper = bits == SHRINK_PAIR64_PANELS ? _mm512_loadu_si512(lut + 64)
              : bits == SHRINK_SPARSE24_PANELS ? _mm512_set1_epi8((char)lut[16]) : _mm512_setzero_si512();
     if (bits == SHRINK_PAIR64_PANELS) return _mm512_loadu_si512(lut);
@@ -114,9 +114,24 @@ VNNI INLINE void quad_planes(const uint8_t *lut, uint8_t *planes) {
     }
 }
 
-/// Code plane i of the 64 quad-panel entries `indices` from `planes` (`quad_planes`): two
+/// Per 32 entries of a 256-entry pair LUT, the first codes to bytes 0..31 and the second to 32..63.
+static const uint8_t pair_split[64] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34, 36, 38, 40, 42,
+                                       44, 46, 48, 50, 52, 54, 56, 58, 60, 62, 1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21, 23,
+                                       25, 27, 29, 31, 33, 35, 37, 39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+
+/// A 256-entry pair panel's LUT (entry e's codes at 2e, 2e + 1) as two planes of 256 bytes.
+VNNI INLINE void pair_planes(const uint8_t *lut, uint8_t *planes) {
+    const __m512i split = _mm512_loadu_si512(pair_split);
+    for (int m = 0; m < 8; m++) {
+        const __m512i codes = _mm512_permutexvar_epi8(split, _mm512_loadu_si512(lut + 64 * m));
+        _mm256_storeu_si256((__m256i *)(planes + 32 * m), _mm512_castsi512_si256(codes));
+        _mm256_storeu_si256((__m256i *)(planes + 256 + 32 * m), _mm512_extracti64x4_epi64(codes, 1));
+    }
+}
+
+/// Code plane i of the 64 entries `indices` from `planes` (`quad_planes`, `pair_planes`): two
 /// `vpermi2b` over 128 bytes each, chosen by the indices' top bit.
-VNNI INLINE __m512i quad_plane(const uint8_t *planes, int i, __m512i indices, __mmask64 upper_half) {
+VNNI INLINE __m512i code_plane(const uint8_t *planes, int i, __m512i indices, __mmask64 upper_half) {
     const uint8_t *plane = planes + 256 * i;
     const __m512i low = _mm512_permutex2var_epi8(_mm512_loadu_si512(plane), indices, _mm512_loadu_si512(plane + 64));
     const __m512i high = _mm512_permutex2var_epi8(_mm512_loadu_si512(plane + 128), indices, _mm512_loadu_si512(plane + 192));
@@ -139,8 +154,8 @@ VNNI INLINE void quad_group(const uint8_t *group, const uint8_t *lut, __m512i qu
 #ifdef SHRINK_VBMI
     const __m512i indices = _mm512_loadu_si512(group);
     const __mmask64 upper_half = _mm512_movepi8_mask(indices);
-    const __m512i p0 = quad_plane(lut, 0, indices, upper_half), p1 = quad_plane(lut, 1, indices, upper_half);
-    const __m512i p2 = quad_plane(lut, 2, indices, upper_half), p3 = quad_plane(lut, 3, indices, upper_half);
+    const __m512i p0 = code_plane(lut, 0, indices, upper_half), p1 = code_plane(lut, 1, indices, upper_half);
+    const __m512i p2 = code_plane(lut, 2, indices, upper_half), p3 = code_plane(lut, 3, indices, upper_half);
     // The planes' bytes interleaved into dwords: per 128-bit lane l, entries 16l + 4k..16l + 4k + 3 in quad k.
     const __m512i low01 = _mm512_unpacklo_epi8(p0, p1), low23 = _mm512_unpacklo_epi8(p2, p3);
     const __m512i high01 = _mm512_unpackhi_epi8(p0, p1), high23 = _mm512_unpackhi_epi8(p2, p3);
@@ -150,6 +165,34 @@ VNNI INLINE void quad_group(const uint8_t *group, const uint8_t *lut, __m512i qu
     quads[3] = _mm512_unpackhi_epi16(high01, high23);
 #else
     for (int k = 0; k < 4; k++) quads[k] = quad_codes(group, lut, k);
+#endif
+}
+
+/// Octet t of a 256-entry pair panel (64 index bytes at `octet`), from `lut` (entry e's two codes
+/// at 2e, 2e + 1; with VBMI its planes, `pair_planes`).
+VNNI INLINE void pair256_octet(const uint8_t *octet, const uint8_t *lut, __m512i *lo, __m512i *hi) {
+    const __m512i v = _mm512_loadu_si512(octet);
+#ifdef SHRINK_VBMI
+    // Both codes of all 64 entries, then interleaved: per 128-bit lane, bytes 0..7 make the first quad's words.
+    const __mmask64 upper_half = _mm512_movepi8_mask(v);
+    const __m512i first = code_plane(lut, 0, v, upper_half), second = code_plane(lut, 1, v, upper_half);
+    *lo = _mm512_unpacklo_epi8(first, second);
+    *hi = _mm512_unpackhi_epi8(first, second);
+#else
+    // Each half's 32 indices widened to words and looked up in the LUT's 256 words, 64 at a time
+    // (`vpermi2w`), chosen by the indices' two top bits. Per 128-bit lane l, bytes 0..7 are the
+    // first quad's and 8..15 the second's.
+    const __m512i halves = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), v);
+    const __m512i indices[2] = {_mm512_cvtepu8_epi16(_mm512_castsi512_si256(halves)), _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(halves, 1))};
+    __m512i *out[2] = {lo, hi};
+    for (int q = 0; q < 2; q++) {
+        __m512i codes[4];
+        for (int j = 0; j < 4; j++)
+            codes[j] = _mm512_permutex2var_epi16(_mm512_loadu_si512(lut + 128 * j), indices[q], _mm512_loadu_si512(lut + 128 * j + 64));
+        const __mmask32 second = _mm512_test_epi16_mask(indices[q], _mm512_set1_epi16(0x40));
+        const __mmask32 upper = _mm512_test_epi16_mask(indices[q], _mm512_set1_epi16(0x80));
+        *out[q] = _mm512_mask_blend_epi16(upper, _mm512_mask_blend_epi16(second, codes[0], codes[1]), _mm512_mask_blend_epi16(second, codes[2], codes[3]));
+    }
 #endif
 }
 
@@ -236,16 +279,17 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
                       size_t n0, size_t n, const float *bias) {
     const size_t blocks = kpad / 32;
     __m512i table[2], upper[2], low_table[2];
-    // What octet_quads looks quad panels' entries up in: their LUTs, or with VBMI their planes.
+    // What quad and 256-entry pair panels look their entries up in: their LUTs, or with VBMI their planes.
     const uint8_t *entries[2] = {NULL, NULL};
 #ifdef SHRINK_VBMI
     uint8_t planes[2][1024] __attribute__((aligned(64)));
 #endif
     for (int p = 0; p < np; p++) {
-        if (bits == SHRINK_QUAD_PANELS) {
+        if (bits == SHRINK_QUAD_PANELS || bits == SHRINK_PAIR256_PANELS) {
             entries[p] = luts + p * shrink_lut_bytes(bits);
 #ifdef SHRINK_VBMI
-            quad_planes(entries[p], planes[p]);
+            if (bits == SHRINK_QUAD_PANELS) quad_planes(entries[p], planes[p]);
+            else pair_planes(entries[p], planes[p]);
             entries[p] = planes[p];
 #endif
         }
@@ -281,7 +325,9 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
                 for (int t = 0; t < 4; t++) {
                     __m512i lo[2], hi[2], low_lo[2], low_hi[2];
                     for (int p = 0; p < np; p++) {
-                        if (bits == SHRINK_QUAD_PANELS) {
+                        if (bits == SHRINK_PAIR256_PANELS) {
+                            pair256_octet(w + p * panel_bytes + (block * 4 + (size_t)t) * 64, entries[p], &lo[p], &hi[p]);
+                        } else if (bits == SHRINK_QUAD_PANELS) {
                             // A group's four quads serve two octets.
                             if (t % 2 == 0) quad_group(w + p * panel_bytes + (block * 2 + (size_t)t / 2) * 64, entries[p], group_quads[p]);
                             lo[p] = group_quads[p][2 * (t % 2)];
@@ -501,11 +547,12 @@ VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, c
         __m512i table = luts ? panel_table(luts + panel * shrink_lut_bytes(bits), bits, &upper) : _mm512_setzero_si512();
         __m512i low_table = low ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(low + panel * 16))) : _mm512_setzero_si512();
         __m512i shift = _mm512_setzero_si512(), factor = _mm512_setzero_si512();
-        const uint8_t *entries = bits == SHRINK_QUAD_PANELS ? luts + panel * shrink_lut_bytes(bits) : NULL;
+        const uint8_t *entries = bits == SHRINK_QUAD_PANELS || bits == SHRINK_PAIR256_PANELS ? luts + panel * shrink_lut_bytes(bits) : NULL;
 #ifdef SHRINK_VBMI
         uint8_t planes[1024] __attribute__((aligned(64)));
         if (entries) {
-            quad_planes(entries, planes);
+            if (bits == SHRINK_QUAD_PANELS) quad_planes(entries, planes);
+            else pair_planes(entries, planes);
             entries = planes;
         }
 #endif
@@ -526,7 +573,9 @@ VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, c
                 }
             }
             __m512i lo, hi;
-            if (bits == SHRINK_QUAD_PANELS) {
+            if (bits == SHRINK_PAIR256_PANELS) {
+                pair256_octet(source + octet * 64, entries, &lo, &hi);
+            } else if (bits == SHRINK_QUAD_PANELS) {
                 // A group's four quads serve two octets.
                 if (octet % 2 == 0) quad_group(source + (octet / 2) * 64, entries, group_quads);
                 lo = group_quads[2 * (octet % 2)];
@@ -630,6 +679,8 @@ VNNI void GEMM_PANELS(const uint8_t *w, int code_bits, const uint8_t *luts, cons
         PANELS(w, SHRINK_SPARSE24_PANELS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     } else if (code_bits == SHRINK_QUAD_PANELS) {
         PANELS(w, SHRINK_QUAD_PANELS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else if (code_bits == SHRINK_PAIR256_PANELS) {
+        PANELS(w, SHRINK_PAIR256_PANELS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     } else {
         PACKED_PANELS(2);
     }

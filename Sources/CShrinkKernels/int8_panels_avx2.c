@@ -111,9 +111,29 @@ AVX2 INLINE __m256i quad_codes(const uint8_t *group, const uint8_t *lut, int h, 
     return _mm256_i32gather_epi32((const int *)lut, _mm256_cvtepu8_epi32(_mm_setr_epi32(first, second, 0, 0)), 4);
 }
 
+/// Quad q of octet `octet` (64 index bytes) of a 256-entry pair panel for channels 8h..8h+7: each
+/// channel's two entries gathered from the LUT's words (a dword read at 2e, its low half kept).
+AVX2 INLINE __m256i pair256_codes(const uint8_t *octet, const uint8_t *lut, int h, int q) {
+    // Channel 4l + c's pairs are bytes 16l + 8q + 2c and 16l + 8q + 2c + 1: 8 bytes per lane l = 2h, 2h + 1.
+    int64_t first, second;
+    __builtin_memcpy(&first, octet + 32 * h + 8 * q, 8);
+    __builtin_memcpy(&second, octet + 32 * h + 16 + 8 * q, 8);
+    const __m256i words = _mm256_cvtepu8_epi16(_mm_set_epi64x(second, first));
+    const __m256i low = _mm256_and_si256(words, _mm256_set1_epi32(0xFF)), high = _mm256_srli_epi32(words, 16);
+    const __m256i a = _mm256_and_si256(_mm256_i32gather_epi32((const int *)lut, low, 2), _mm256_set1_epi32(0xFFFF));
+    const __m256i b = _mm256_slli_epi32(_mm256_i32gather_epi32((const int *)lut, high, 2), 16);
+    return _mm256_or_si256(a, b);
+}
+
 AVX2 INLINE void octet_quads(const uint8_t *panel, int bits, const __m128i *first, const __m128i *second, const uint8_t *lut, size_t block,
                              int t, int h, __m256i *lo, __m256i *hi) {
     const __m128i nibble = _mm_set1_epi8(0x0F);
+    if (bits == SHRINK_PAIR256_PANELS) {
+        const uint8_t *octet = panel + (block * 4 + (size_t)t) * 64;
+        *lo = pair256_codes(octet, lut, h, 0);
+        *hi = pair256_codes(octet, lut, h, 1);
+        return;
+    }
     if (bits == SHRINK_QUAD_PANELS) {
         const uint8_t *group = panel + (block * 2 + (size_t)t / 2) * 64;
         *lo = quad_codes(group, lut, h, 2 * (t % 2));
@@ -193,7 +213,7 @@ AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint
     if (bits == SHRINK_SPARSE24_PANELS) {
         firsts[0] = _mm_loadu_si128((const __m128i *)lut);
         seconds[0] = _mm_set1_epi8((char)lut[16]);
-    } else if (shrink_decodes_codes(bits) && bits != SHRINK_QUAD_PANELS) {
+    } else if (shrink_decodes_codes(bits) && bits != SHRINK_QUAD_PANELS && bits != SHRINK_PAIR256_PANELS) {
         const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
         for (int k = 0; k < (bits == SHRINK_PAIR64_PANELS ? 4 : 1); k++) {
             const __m128i a = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(lut + 32 * k)), split);

@@ -22,7 +22,7 @@ import ShrinkCore
 /// - vector palettes grouped along the output channels: the LUT values on their group's grid as
 ///   for scalar palettes (an `int8` LUT exactly in 8 bits). Pairs of at most 64 entries on an 8-bit
 ///   grid, one LUT per panel, keep their 4- or 6-bit indices (pair panels: a LUT of 32 or 128 bytes
-///   per panel), and 4-vectors of at most 256 entries their byte indices (quad panels: 2 bits per
+///   per panel), pairs of up to 256 entries their byte indices (4 bits per weight), and 4-vectors of at most 256 entries their byte indices (quad panels: 2 bits per
 ///   weight, a LUT of 1,024 bytes per panel);
 ///   otherwise each weight is coded as its lane of its vector's entry, one byte per weight (two
 ///   with two planes);
@@ -47,7 +47,9 @@ public final class Int8PanelWeights: @unchecked Sendable {
     /// The kernels' `code_bits` (see `shrink_gemm_u8s8_panels`).
     let kernelLayout: Int32
     /// Whether the codes are pair panels: an index per pair of adjacent inputs.
-    public var pairedEntries: Bool { kernelLayout == SHRINK_PAIR_PANELS || kernelLayout == SHRINK_PAIR64_PANELS }
+    public var pairedEntries: Bool {
+        kernelLayout == SHRINK_PAIR_PANELS || kernelLayout == SHRINK_PAIR64_PANELS || kernelLayout == SHRINK_PAIR256_PANELS
+    }
     /// Activation blocks (32 inputs) per weight block.
     public let blocksPerWeightBlock: Int
     /// Weight blocks per row.
@@ -326,6 +328,12 @@ public final class Int8PanelWeights: @unchecked Sendable {
             let panel = target + (row / 16) * panelBytes, lane = (row % 16) * 4
             let sourceRow = source + row * columns
             switch bits {
+            case Int(SHRINK_PAIR256_PANELS):
+                let pairRow = source + row * (columns / 2), channel = row % 16
+                for pair in 0..<(columns / 2) {
+                    let column = 2 * pair
+                    panel[(column >> 3) * 64 + 16 * (channel / 4) + 8 * ((column >> 2) & 1) + 2 * (channel % 4) + ((column >> 1) & 1)] = pairRow[pair]
+                }
             case Int(SHRINK_QUAD_PANELS):
                 let quadRow = source + row * (columns / 4), channel = row % 16
                 for quad in 0..<(columns / 4) {
@@ -387,6 +395,11 @@ public final class Int8PanelWeights: @unchecked Sendable {
             let slot = (mask & ((1 << i) - 1)).nonzeroBitCount
             let byte = codes[octet + 16 + 8 * (lane / 4) + 2 * (lane % 4) + slot]
             return Int32(luts![panel * 32 + Int(quad == 0 ? byte & 0x0F : byte >> 4)])
+        }
+        if kernelLayout == SHRINK_PAIR256_PANELS {
+            let entry = codes[panel * paddedColumns * 8 + (input >> 3) * 64 + 16 * (lane / 4) + 8 * ((input >> 2) & 1) + 2 * (lane % 4)
+                              + ((input >> 1) & 1)]
+            return Int32(luts![panel * shrink_lut_bytes(kernelLayout) + Int(entry) * 2 + (input & 1)])
         }
         if kernelLayout == SHRINK_QUAD_PANELS {
             let entry = codes[panel * paddedColumns * 4 + (input >> 4) * 64 + 16 * (lane / 4) + 4 * ((input >> 2) & 3) + lane % 4]
@@ -455,12 +468,13 @@ public final class Int8PanelWeights: @unchecked Sendable {
             var (matrix, _, rowCodes, wide) = paletteGrid(weight, palette)
             let width = palette.vectorSize
             let indices = unpack(weight.parts["indices"]!.bytes, count: rows * columns / width, bits: palette.bits)
-            if width == 2, palette.bits <= 6, !wide, (0..<rows).allSatisfy({ rowCodes[$0] == rowCodes[$0 / 16 * 16] }) {
-                // Pair panels: the indices as stored, each row's entries as its LUT of 16 or 64 entries.
-                let layout = palette.bits <= 4 ? SHRINK_PAIR_PANELS : SHRINK_PAIR64_PANELS, lutBytes = shrink_lut_bytes(layout)
+            if width == 2, !wide, (0..<rows).allSatisfy({ rowCodes[$0] == rowCodes[$0 / 16 * 16] }) {
+                // Pair panels: the indices as stored, each row's entries as its LUT of 16, 64 or 256 entries.
+                let layout = palette.bits <= 4 ? SHRINK_PAIR_PANELS : palette.bits <= 6 ? SHRINK_PAIR64_PANELS : SHRINK_PAIR256_PANELS
+                let lutBytes = shrink_lut_bytes(layout)
                 matrix.codes = indices
                 matrix.rowLUTs = rowCodes.map { codes in (0..<lutBytes).map { $0 < codes.count ? UInt8(codes[$0]) : 0 } }
-                (matrix.codeBits, matrix.indexLayout) = (palette.bits <= 4 ? 4 : 6, layout)
+                (matrix.codeBits, matrix.indexLayout) = (palette.bits <= 4 ? 4 : palette.bits <= 6 ? 6 : 8, layout)
                 return matrix
             }
             if width == 4, !wide, (0..<rows).allSatisfy({ rowCodes[$0] == rowCodes[$0 / 16 * 16] }) {

@@ -274,6 +274,9 @@ import ShrinkTestSupport
                 "int8 pairs of 16 entries per 16 channels: pair panels")
         let widePairs = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: EncodingCatalog.palettize(6, vector: 2, lut: .i8)))!
         #expect(widePairs.pairedEntries && widePairs.packedBits == 3 && widePairs.isExact && widePairs.codeDescription == "6-bit pair indices → 8-bit codes")
+        let widestPairs = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: EncodingCatalog.palettize(8, vector: 2, lut: .i8)))!
+        #expect(widestPairs.pairedEntries && widestPairs.packedBits == 4 && widestPairs.isExact
+                && widestPairs.codeDescription == "8-bit pair indices → 8-bit codes", "int8 pairs of 256 entries: a byte per 2 weights")
         let quads = Int8PanelWeights(weight: try WeightCompressor.encode(name: "w", tensor: tensor, config: EncodingCatalog.palettize(8, vector: 4, lut: .i8)))!
         #expect(quads.packedBits == 2 && quads.isExact && quads.codeDescription == "8-bit quad indices → 8-bit codes",
                 "int8 4-vectors of 256 entries: quad panels, a byte per 4 weights")

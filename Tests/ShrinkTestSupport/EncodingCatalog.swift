@@ -56,6 +56,7 @@ public enum EncodingCatalog {
         list.append(("palette 6-bit vector 2 int8 LUT", palettize(6, vector: 2, lut: .i8)))
         list.append(("palette 4-bit vector 2 grouped 16 int8 LUT", palettize(4, .kmeans, .perGroupedChannel(axis: 0, groupSize: 16), vector: 2, lut: .i8)))
         list.append(("palette 3-bit vector 4 grouped", palettize(3, .kmeans, .perGroupedChannel(axis: 0, groupSize: 2), vector: 4)))
+        list.append(("palette 8-bit vector 2 int8 LUT", palettize(8, vector: 2, lut: .i8)))
         list.append(("palette 8-bit vector 4 int8 LUT", palettize(8, vector: 4, lut: .i8)))
         list.append(("palette 6-bit vector 4 int8 LUT", palettize(6, vector: 4, lut: .i8)))
         list.append(("palette 2-bit custom", palettize(2, .custom([-0.5, 0, 0.25, 0.5]))))

@@ -138,6 +138,12 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 //   in the second (slot 0: the first kept input, slot 1: the second; unused slots 0). A panel is
 //   kpad * 6 bytes; its LUT 32 bytes, the 16 entries' codes then, at byte 16, the code of a
 //   pruned weight;
+// - 256-entry pair panels (code_bits = SHRINK_PAIR256_PANELS: pairs of at most 256 entries, one
+//   byte per index): for input octet t, 64 bytes, byte 16l + 8q + 2c + h holding the entry of
+//   channel 4l + c at inputs 8t + 4q + 2h, 8t + 4q + 2h + 1 (the order in which widening the octet's
+//   two halves to words yields its quads); a panel is kpad * 8 bytes. The LUT is 576 bytes per
+//   panel, entry e's two codes at bytes 2e, 2e + 1, then 64 bytes of padding (the AVX2 kernel's
+//   gathers read 2 bytes past the last entry);
 // - quad panels (code_bits = SHRINK_QUAD_PANELS: vector palettes whose entries are four adjacent
 //   inputs' codes, at most 256 entries, one byte per index): per group g of 16 inputs, 64 bytes,
 //   byte 16l + 4k + c holding the entry of channel 4l + c at inputs 16g + 4k..16g + 4k + 3 (the
@@ -178,27 +184,29 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 #define SHRINK_PAIR64_PANELS 5
 /// The code_bits of 2:4 panels.
 #define SHRINK_SPARSE24_PANELS 6
-/// The code_bits of quad panels.
+/// The code_bits of quad panels and of 256-entry pair panels.
 #define SHRINK_QUAD_PANELS 7
+#define SHRINK_PAIR256_PANELS 0
 
 /// Bytes of one panel of codes over kpad inputs, code_bits as for shrink_gemm_u8s8_panels.
 static inline size_t shrink_panel_bytes(size_t kpad, int code_bits) {
     if (code_bits == SHRINK_PAIR_PANELS || code_bits == SHRINK_QUAD_PANELS) return kpad * 4;
+    if (code_bits == SHRINK_PAIR256_PANELS) return kpad * 8;
     if (code_bits == SHRINK_PAIR64_PANELS || code_bits == SHRINK_SPARSE24_PANELS) return kpad * 6;
     return kpad * 2 * (size_t)code_bits;
 }
 
-/// Bytes of one panel's LUT: 32 for pair and 2:4 panels, 128 for 64-entry pair panels, 1,024 for
-/// quad panels, else 16.
+/// Bytes of one panel's LUT: 32 for pair and 2:4 panels, 128 for 64-entry pair panels, 576 for
+/// 256-entry pair panels, 1,024 for quad panels, else 16.
 static inline size_t shrink_lut_bytes(int code_bits) {
     return code_bits == SHRINK_PAIR_PANELS || code_bits == SHRINK_SPARSE24_PANELS ? 32
-           : code_bits == SHRINK_PAIR64_PANELS ? 128 : code_bits == SHRINK_QUAD_PANELS ? 1024 : 16;
+           : code_bits == SHRINK_PAIR64_PANELS ? 128 : code_bits == SHRINK_PAIR256_PANELS ? 576 : code_bits == SHRINK_QUAD_PANELS ? 1024 : 16;
 }
 
 /// Whether the kernels' octet decoding yields codes (pair, 2:4 and quad panels) rather than LUT indices.
 static inline int shrink_decodes_codes(int code_bits) {
     return code_bits == SHRINK_PAIR_PANELS || code_bits == SHRINK_PAIR64_PANELS || code_bits == SHRINK_SPARSE24_PANELS
-           || code_bits == SHRINK_QUAD_PANELS;
+           || code_bits == SHRINK_QUAD_PANELS || code_bits == SHRINK_PAIR256_PANELS;
 }
 
 
@@ -225,7 +233,7 @@ void shrink_quantize_rows_s8(const float *x, size_t rows, size_t k, size_t ldx, 
                              float *scales, float *sums, int32_t *integer_sums);
 
 /// y[m * ldy + c] for m < rows and the channels c < n of panels [panel_begin, panel_end), codes of
-/// code_bits bits (8: byte panels, 4: nibble, 3: tribit, 2: crumb panels), pair panels of either size, 2:4 panels or quad
+/// code_bits bits (8: byte panels, 4: nibble, 3: tribit, 2: crumb panels), pair panels of any size, 2:4 panels or quad
 /// panels (bias may be NULL; luts is NULL unless nibble, tribit or crumb indices go through per-panel LUTs, and
 /// holds the pair and quad panels' entries; low is NULL unless the
 /// codes have two planes (then there are no zero points or multipliers); zero_points, laid
