@@ -112,9 +112,7 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
             throw .notRunnable(architecture: architecture,
                                reason: "\(state.position + tokens.count) positions exceed the cache of \(state.capacity)")
         }
-        if let bad = tokens.first(where: { $0 < 0 || Int($0) >= config.vocabularySize }) {
-            throw .notRunnable(architecture: architecture, reason: "token id \(bad) is outside the vocabulary of \(config.vocabularySize)")
-        }
+        try checkVocabulary(tokens)
         var first = 0
         while first < tokens.count {
             let count = min(state.batch, tokens.count - first)
@@ -125,6 +123,13 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
                 }
             }
             first += count
+        }
+    }
+
+    /// - Throws: `ModelError.notRunnable` naming the first token id outside the vocabulary.
+    func checkVocabulary(_ tokens: [Int32]) throws(ModelError) {
+        if let bad = tokens.first(where: { $0 < 0 || Int($0) >= config.vocabularySize }) {
+            throw .notRunnable(architecture: architecture, reason: "token id \(bad) is outside the vocabulary of \(config.vocabularySize)")
         }
     }
 
@@ -240,9 +245,7 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
         let capacity = min(config.contextLength, 2048), hidden = config.hiddenSize
         let state = makeState(capacity: capacity)
         let sequences = texts.map { Array(tokenizer.encode($0, addBOS: tokenizer.addsBOS).prefix(capacity)) }.filter { !$0.isEmpty }
-        if let bad = sequences.lazy.flatMap({ $0 }).first(where: { $0 < 0 || Int($0) >= config.vocabularySize }) {
-            throw ModelError.notRunnable(architecture: architecture, reason: "token id \(bad) is outside the vocabulary of \(config.vocabularySize)")
-        }
+        for sequence in sequences { try checkVocabulary(sequence) }
         var states: [[Float]] = sequences.map { [Float](repeating: 0, count: $0.count * hidden) }
         for (index, tokens) in sequences.enumerated() {
             for first in stride(from: 0, to: tokens.count, by: state.batch) {
