@@ -395,11 +395,22 @@ enum GPTQ {
     }
 
     /// `L⁻¹` (lower triangular, row-major, zeros above the diagonal) from the lower triangle of
-    /// `factor`: `L · X = I` solved by BLAS `dtrsm`.
+    /// `factor`: `L · X = I` solved by BLAS `dtrsm` in column blocks of 64. Column block `j` of `X`
+    /// is zero above row `j` and solves `L[j…, j…] · X[j…, j] = I[j…, j]`, so the solves cost
+    /// about `n³/6` multiply-adds, a third of one `dtrsm` over the whole identity.
     static func lowerTriangularInverse(_ factor: [Double], _ n: Int) -> [Double] {
+        let block = 64
         var inverse = [Double](repeating: 0, count: n * n)
         for i in 0..<n { inverse[i * n + i] = 1 }
-        cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, Int32(n), Int32(n), 1, factor, Int32(n), &inverse, Int32(n))
+        inverse.withUnsafeMutableBufferPointer { x in
+            factor.withUnsafeBufferPointer { l in
+                for start in stride(from: 0, to: n, by: block) {
+                    let offset = start * n + start
+                    cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, Int32(n - start), Int32(min(block, n - start)), 1,
+                                l.baseAddress! + offset, Int32(n), x.baseAddress! + offset, Int32(n))
+                }
+            }
+        }
         return inverse
     }
 }

@@ -1,3 +1,4 @@
+import CShrinkKernels
 import ShrinkCore
 
 /// Linear quantization of weights: per group, `w ≈ scale · (q − zeroPoint)` with integer `q` (see
@@ -153,28 +154,11 @@ enum LinearQuantizer {
     /// arithmetic with one reciprocal and four partial sums (so it may round a value exactly halfway
     /// between two codes the other way from `quantize`, and sums in another order: a candidate's
     /// score, not its codes). The rounding adds and subtracts 1.5 · 2²³ (nearest, ties to even, for
-    /// the clamped `|v / scale| < 2²²`), which needs no call to `rintf`.
+    /// the clamped `|v / scale| < 2²²`), which needs no call to `rintf`; the loop is C
+    /// (`shrink_affine_squared_error`), which the compiler vectorizes.
     static func squaredError(_ values: [Float], scale: Float, zeroPoint z: Int, qMin: Int, qMax: Int) -> Float {
-        let inverse = 1 / scale, magic: Float = 12_582_912
-        let below = Float(qMin - z), above = Float(qMax - z)
-        @inline(__always) func delta(_ value: Float) -> Float {
-            let step = (min(max(value * inverse, below - 1), above + 1) + magic) - magic
-            return value - scale * min(max(step, below), above)
-        }
-        return values.withUnsafeBufferPointer { v in
-            var sums: (Float, Float, Float, Float) = (0, 0, 0, 0)
-            var index = 0
-            while index + 4 <= v.count {
-                let (a, b, c, d) = (delta(v[index]), delta(v[index + 1]), delta(v[index + 2]), delta(v[index + 3]))
-                sums = (sums.0 + a * a, sums.1 + b * b, sums.2 + c * c, sums.3 + d * d)
-                index += 4
-            }
-            while index < v.count {
-                let a = delta(v[index])
-                sums.0 += a * a
-                index += 1
-            }
-            return (sums.0 + sums.1) + (sums.2 + sums.3)
+        values.withUnsafeBufferPointer {
+            shrink_affine_squared_error($0.baseAddress, $0.count, scale, Float(qMin - z), Float(qMax - z))
         }
     }
 

@@ -43,7 +43,7 @@ import ShrinkTestSupport
         EncodingCatalog.quantize(bits, symmetric: false, signed: false, granularity, method: method)
     }
 
-    @Test(arguments: [1, 7, 33])
+    @Test(arguments: [1, 7, 33, 150])
     func inverseFactorSquaresToTheDampedInverse(size: Int) throws {
         let rows = 3 * size + 5
         var correlation = InputCorrelation(size: size)

@@ -94,6 +94,15 @@ void shrink_add_layer_norm_f32(float *x, const float *residual, size_t rows, siz
 /// Sum of a[i] * b[i], accumulated in 16 float lanes then reduced.
 float shrink_dot_f32(const float *a, const float *b, size_t n);
 
+// ---- Quantizer scores (quantizer_error.c) ----
+
+/// Sum over i < n of (v_i - scale * clamp(round(v_i / scale), below, above))^2, rounding to
+/// nearest (ties to even) by adding and subtracting 1.5 * 2^23 after clamping v_i / scale to
+/// [below - 1, above + 1]; four partial sums (lane k takes the indices = k mod 4 in order, the
+/// tail goes to lane 0) added as (s0 + s1) + (s2 + s3). LinearQuantizer.squaredError's loop;
+/// PassTests check it against the formula in doubles.
+float shrink_affine_squared_error(const float *values, size_t n, float scale, float below, float above);
+
 // ---- fp32 panels (f32_panels.c) ----
 // Weights [n, k] packed in panels of 16 output channels: for input i, 16 floats (channel 16p + r
 // at float i * 16 + r of panel p); a panel is k * 16 floats, channels past n are zero.
