@@ -46,20 +46,18 @@ public final class CalibrationCache: @unchecked Sendable {
 
     /// The correlations of `layers` from the statistics file, after checking that it was recorded
     /// on the model whose weights file `model` has SHA-256 `modelDigest`; a layer the file lacks
-    /// (no calibration input reached it) is absent.
+    /// (no calibration input reached it) is absent. Layers are read on `threads` threads.
     func recordedCorrelations(_ statistics: CalibrationStatisticsFile, model: ModelLocation, modelDigest: String,
-                              layers: Set<String>) throws -> [String: InputCorrelation] {
+                              layers: Set<String>, threads: Int) throws -> [String: InputCorrelation] {
         guard modelDigest == statistics.provenance.modelSHA256 else {
             throw ShrinkIOError.invalidMetadata(
                 path: statistics.path, key: "\(CalibrationStatisticsFile.metadataKey).model_sha256",
                 reason: "recorded on \(statistics.provenance.model) (SHA-256 \(statistics.provenance.modelSHA256.prefix(12))…), not on \(model.weightsPath) (\(modelDigest.prefix(12))…)")
         }
-        var correlations: [String: InputCorrelation] = [:]
-        for layer in layers where statistics.layers[layer] != nil {
-            correlations[layer] = try statistics.statistics(of: layer).correlation
-        }
+        let recorded = layers.filter { statistics.layers[$0] != nil }.sorted()
+        let correlations = try Parallel.map(recorded.count, threads: threads) { try statistics.statistics(of: recorded[$0]).correlation }
         lock.withLock { hits += 1 }
-        return correlations
+        return Dictionary(uniqueKeysWithValues: zip(recorded, correlations))
     }
 
     /// The correlations of `layers`: from an entry that recorded them all, else `record(allLayers)`
