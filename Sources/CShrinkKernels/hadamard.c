@@ -62,20 +62,23 @@ INLINE void rotate_rows(float *restrict x, size_t rows, size_t size, size_t bloc
     }
 }
 
-/// In registers: lane i takes v[i ^ half] + (i & half ? −v[i] : v[i]).
-AVX512 static void small_stages_avx512(float *b, size_t block, size_t below) {
+/// The stages `half = 1, 2, …` below `below` (at most 16) of one vector: lane i takes
+/// v[i ^ half] + (i & half ? −v[i] : v[i]).
+AVX512 INLINE __m512 small_stages_vector(__m512 v, size_t below) {
     static const __mmask16 high[4] = {0xAAAA, 0xCCCC, 0xF0F0, 0xFF00};
     const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
-    for (size_t s = 0; s < block; s += 16) {
-        __m512 v = _mm512_loadu_ps(b + s);
-        for (size_t half = 1, stage = 0; half < below; half *= 2, stage++) {
-            const __m512 partner = _mm512_permutexvar_ps(_mm512_xor_si512(lanes, _mm512_set1_epi32((int)half)), v);
-            const __m512i bits = _mm512_castps_si512(v);
-            v = _mm512_add_ps(partner, _mm512_castsi512_ps(_mm512_mask_xor_epi32(bits, high[stage], bits, sign)));
-        }
-        _mm512_storeu_ps(b + s, v);
+    for (size_t half = 1, stage = 0; half < below; half *= 2, stage++) {
+        const __m512 partner = _mm512_permutexvar_ps(_mm512_xor_si512(lanes, _mm512_set1_epi32((int)half)), v);
+        const __m512i bits = _mm512_castps_si512(v);
+        v = _mm512_add_ps(partner, _mm512_castsi512_ps(_mm512_mask_xor_epi32(bits, high[stage], bits, sign)));
     }
+    return v;
+}
+
+/// In registers, 16 floats at a time (`small_stages_vector`).
+AVX512 static void small_stages_avx512(float *b, size_t block, size_t below) {
+    for (size_t s = 0; s < block; s += 16) _mm512_storeu_ps(b + s, small_stages_vector(_mm512_loadu_ps(b + s), below));
 }
 
 /// Sum over inputs of (±1 · source), the scalar loop's order: 0 + h_0 s_0 + h_1 s_1 + …
@@ -112,6 +115,64 @@ AVX512 static int paley_avx512(float *b, size_t block, size_t inner, const int8_
     return 1;
 }
 
+/// One block of N·16 floats (a power of two, Sylvester only) read from `s`, rotated in registers
+/// and written to `b`: the signs' product, the stages below 16 within each vector, the stages from 16 on between vectors
+/// (`half` = 16h: vector i and i + h give a + c and a − c), then, when `scaled`, the scale; per
+/// element the same operations in the same order as `rotate_rows`, with one load and one store.
+#define BLOCK_IN_REGISTERS(N)                                                                                              \
+    AVX512 static void block_in_registers_##N(const float *s, float *b, const float *signs, __m512 scale, int scaled) {    \
+        __m512 v[N];                                                                                                       \
+        for (size_t j = 0; j < N; j++) v[j] = _mm512_mul_ps(_mm512_loadu_ps(s + 16 * j), _mm512_loadu_ps(signs + 16 * j)); \
+        for (size_t j = 0; j < N; j++) v[j] = small_stages_vector(v[j], 16);                                               \
+        for (size_t h = 1; h < N; h *= 2)                                                                                  \
+            for (size_t j = 0; j < N; j += 2 * h)                                                                          \
+                for (size_t i = j; i < j + h; i++) {                                                                       \
+                    const __m512 a = v[i], c = v[i + h];                                                                   \
+                    v[i] = _mm512_add_ps(a, c);                                                                            \
+                    v[i + h] = _mm512_sub_ps(a, c);                                                                        \
+                }                                                                                                          \
+        for (size_t j = 0; j < N; j++) _mm512_storeu_ps(b + 16 * j, scaled ? _mm512_mul_ps(v[j], scale) : v[j]);           \
+    }
+BLOCK_IN_REGISTERS(1)
+BLOCK_IN_REGISTERS(2)
+BLOCK_IN_REGISTERS(4)
+BLOCK_IN_REGISTERS(8)
+BLOCK_IN_REGISTERS(16)
+
+/// A block of 512 floats: each half of 256 in registers up to the stage of half 128, then the
+/// last stage (half 256) and the scale in one pass (32 vectors do not fit the registers).
+AVX512 static void block_in_registers_32(const float *s, float *b, const float *signs, __m512 scale, int scaled) {
+    block_in_registers_16(s, b, signs, scale, 0);
+    block_in_registers_16(s + 256, b + 256, signs + 256, scale, 0);
+    for (size_t i = 0; i < 256; i += 16) {
+        const __m512 a = _mm512_loadu_ps(b + i), c = _mm512_loadu_ps(b + 256 + i);
+        const __m512 sum = _mm512_add_ps(a, c), difference = _mm512_sub_ps(a, c);
+        _mm512_storeu_ps(b + i, scaled ? _mm512_mul_ps(sum, scale) : sum);
+        _mm512_storeu_ps(b + 256 + i, scaled ? _mm512_mul_ps(difference, scale) : difference);
+    }
+}
+
+/// Rows of `source` rotated into `x`, Sylvester blocks of 16 to 512 floats each in registers; 0
+/// (nothing done) for other blocks.
+AVX512 static int rotate_rows_in_registers(const float *source, float *x, size_t rows, size_t size, size_t block, size_t twelves,
+                                           const float *signs) {
+    void (*rotate_block)(const float *, float *, const float *, __m512, int) = NULL;
+    switch (twelves == 0 ? block : 0) {
+    case 16: rotate_block = block_in_registers_1; break;
+    case 32: rotate_block = block_in_registers_2; break;
+    case 64: rotate_block = block_in_registers_4; break;
+    case 128: rotate_block = block_in_registers_8; break;
+    case 256: rotate_block = block_in_registers_16; break;
+    case 512: rotate_block = block_in_registers_32; break;
+    default: return 0;
+    }
+    const __m512 scale = _mm512_set1_ps(1.0f / sqrtf((float)block));
+    for (size_t r = 0; r < rows; r++)
+        for (size_t start = 0; start < size; start += block)
+            rotate_block(source + r * size + start, x + r * size + start, signs + start, scale, 1);
+    return 1;
+}
+
 static void no_small_stages(float *b, size_t block, size_t below) {
     (void)b;
     (void)block;
@@ -127,13 +188,16 @@ static int no_vector_paley(float *b, size_t block, size_t inner, const int8_t *p
     return 0;
 }
 
-AVX512 void shrink_hadamard_rotate(float *x, size_t rows, size_t size, size_t block, size_t twelves, size_t power_of_two,
+AVX512 void shrink_hadamard_rotate(const float *source, float *x, size_t rows, size_t size, size_t block, size_t twelves, size_t power_of_two,
                                    const float *signs, const int8_t *paley, float *scratch) {
+    if (rotate_rows_in_registers(source, x, rows, size, block, twelves, signs)) return;
+    if (source != x) memcpy(x, source, rows * size * sizeof(float));
     const size_t fused = block % 16 == 0 ? (power_of_two < 16 ? power_of_two : 16) : 1;
     rotate_rows(x, rows, size, block, twelves, power_of_two, signs, paley, scratch, small_stages_avx512, fused, paley_avx512);
 }
 
-AVX2 void shrink_hadamard_rotate_avx2(float *x, size_t rows, size_t size, size_t block, size_t twelves, size_t power_of_two,
+AVX2 void shrink_hadamard_rotate_avx2(const float *source, float *x, size_t rows, size_t size, size_t block, size_t twelves, size_t power_of_two,
                                       const float *signs, const int8_t *paley, float *scratch) {
+    if (source != x) memcpy(x, source, rows * size * sizeof(float));
     rotate_rows(x, rows, size, block, twelves, power_of_two, signs, paley, scratch, no_small_stages, 1, no_vector_paley);
 }

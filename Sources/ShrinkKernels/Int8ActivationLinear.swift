@@ -197,7 +197,7 @@ public struct LinearGroup: @unchecked Sendable {
             shared.forward(x, rows: rows, into: outputs)
             return
         }
-        shared.forward(sharedRotation.rotatedInput(x, rows: rows), rows: rows, into: outputs)
+        sharedRotation.withRotatedInput(x, rows: rows) { shared.forward($0, rows: rows, into: outputs) }
     }
 
     /// Two layers' outputs into `first` and `second` (each at least `rows × outFeatures`).

@@ -71,19 +71,23 @@ public enum KernelVariant: String, CaseIterable, Sendable {
         }
     }
 
-    /// Each of `rows` rows of `x` (`rotation.size` apart) ← `R · x_r`, the same floats in every
-    /// variant (`HadamardRotation.rotate` is the reference).
-    public func rotate(_ rotation: HadamardRotation, _ x: UnsafeMutablePointer<Float>, rows: Int) {
+    /// Each of `rows` rows of `x` (`rotation.size` apart) ← `R · s_r`, `s_r` the rows of `source`
+    /// (which may be `x`), the same floats in every variant (`HadamardRotation.rotate` is the
+    /// reference).
+    public func rotate(_ rotation: HadamardRotation, from source: UnsafePointer<Float>, into x: UnsafeMutablePointer<Float>, rows: Int) {
         switch self {
         case .swift:
+            if source != UnsafePointer(x) { x.update(from: source, count: rows * rotation.size) }
             for row in 0..<rows { rotation.rotate(x + row * rotation.size) }
         case .avx2, .avx512:
-            let scratch = UnsafeMutablePointer<Float>.allocate(capacity: rotation.blockSize)
-            defer { scratch.deallocate() }
-            rotation.signs.withUnsafeBufferPointer { signs in
-                HadamardRotation.paley12.withUnsafeBufferPointer { paley in
-                    (self == .avx512 ? shrink_hadamard_rotate : shrink_hadamard_rotate_avx2)(
-                        x, rows, rotation.size, rotation.blockSize, rotation.twelves, rotation.powerOfTwo, signs.baseAddress!, paley.baseAddress!, scratch)
+            // Only Paley blocks use scratch: Sylvester ones run without (and allocate nothing).
+            withUnsafeTemporaryAllocation(of: Float.self, capacity: rotation.twelves > 0 ? rotation.blockSize : 0) { scratch in
+                rotation.signs.withUnsafeBufferPointer { signs in
+                    HadamardRotation.paley12.withUnsafeBufferPointer { paley in
+                        (self == .avx512 ? shrink_hadamard_rotate : shrink_hadamard_rotate_avx2)(
+                            source, x, rows, rotation.size, rotation.blockSize, rotation.twelves, rotation.powerOfTwo, signs.baseAddress!,
+                            paley.baseAddress!, scratch.baseAddress)
+                    }
                 }
             }
         }

@@ -175,6 +175,7 @@ public final class RotatedLinear: LinearOperator, @unchecked Sendable {
     public let base: any LinearOperator
     public let rotation: HadamardRotation
     public let variant: KernelVariant
+    private let rotatedInputs = KeptFloats()
 
     public init(base: any LinearOperator, rotation: HadamardRotation, variant: KernelVariant = .best) {
         precondition(base.inFeatures == rotation.size)
@@ -194,14 +195,18 @@ public final class RotatedLinear: LinearOperator, @unchecked Sendable {
     }
 
     public func forward(_ x: [Float], rows: Int, into y: inout [Float]) {
-        base.forward(rotatedInput(x, rows: rows), rows: rows, into: &y)
+        withRotatedInput(x, rows: rows) { base.forward($0, rows: rows, into: &y) }
     }
 
-    /// `R · x_r` for each of the first `rows` rows of `x`.
-    func rotatedInput(_ x: [Float], rows: Int) -> [Float] {
+    /// Runs `body` with `R · x_r` for each of the first `rows` rows of `x`, in an array kept
+    /// between calls (so a steady-state pass does not allocate), possibly longer than `rows` rows.
+    func withRotatedInput<Result>(_ x: [Float], rows: Int, _ body: ([Float]) -> Result) -> Result {
         precondition(x.count >= rows * inFeatures)
-        var rotated = Array(x[0..<(rows * inFeatures)])
-        rotated.withUnsafeMutableBufferPointer { variant.rotate(rotation, $0.baseAddress!, rows: rows) }
-        return rotated
+        return rotatedInputs.with(rows * inFeatures) { rotated in
+            rotated.withUnsafeMutableBufferPointer { target in
+                x.withUnsafeBufferPointer { variant.rotate(rotation, from: $0.baseAddress!, into: target.baseAddress!, rows: rows) }
+            }
+            return body(rotated)
+        }
     }
 }

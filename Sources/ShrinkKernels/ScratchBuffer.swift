@@ -25,3 +25,27 @@ final class ScratchBuffer: @unchecked Sendable {
 
     deinit { storage?.deallocate() }
 }
+
+/// A float array reused across calls: lent to one caller at a time and grown as needed (a
+/// concurrent caller gets a new one), for kernels whose callees take `[Float]`.
+final class KeptFloats: @unchecked Sendable {
+    private let lock = NSLock()
+    private var kept: [Float] = []
+
+    /// Runs `body` with an array of at least `count` floats (contents unspecified) that it may
+    /// fill and read.
+    func with<Result>(_ count: Int, _ body: (inout [Float]) -> Result) -> Result {
+        var array = lock.withLock { () -> [Float] in
+            defer { kept = [] }
+            return kept
+        }
+        if array.count < count {
+            // Grown by half at least, so that batches of rising length do not reallocate each time;
+            // not zeroed, the caller overwrites what it reads.
+            let capacity = Swift.max(count, array.count + array.count / 2)
+            array = [Float](unsafeUninitializedCapacity: capacity) { _, initialized in initialized = capacity }
+        }
+        defer { lock.withLock { if kept.count < array.count { kept = array } } }
+        return body(&array)
+    }
+}

@@ -55,7 +55,9 @@ import ShrinkTestSupport
         }
     }
 
-    @Test(arguments: [48, 64, 384, 576, 1536, 11008 / 43 * 3, 40, 24], HadamardRotation.Block.allCases)
+    /// In place and from another buffer; the sizes take Sylvester blocks of 8 to 1,024 (16 to 512
+    /// run in registers) and Paley blocks.
+    @Test(arguments: [48, 64, 96, 384, 576, 1024, 1536, 11008 / 43 * 3, 40, 24], HadamardRotation.Block.allCases)
     func everyVariantRotatesLikeTheReference(size: Int, block: HadamardRotation.Block) {
         let rotation = HadamardRotation(size: size, seed: 8, block: block)
         var generator = SeededGenerator(seed: UInt64(size))
@@ -64,9 +66,14 @@ import ShrinkTestSupport
         var reference = x
         reference.withUnsafeMutableBufferPointer { buffer in for row in 0..<rows { rotation.rotate(buffer.baseAddress! + row * size) } }
         for variant in KernelVariant.available {
-            var actual = x
-            actual.withUnsafeMutableBufferPointer { variant.rotate(rotation, $0.baseAddress!, rows: rows) }
-            #expect(actual == reference, "\(variant) \(size)")
+            var inPlace = x
+            inPlace.withUnsafeMutableBufferPointer { variant.rotate(rotation, from: $0.baseAddress!, into: $0.baseAddress!, rows: rows) }
+            #expect(inPlace == reference, "\(variant) \(size) in place")
+            var copied = [Float](repeating: .nan, count: x.count)
+            copied.withUnsafeMutableBufferPointer { target in
+                x.withUnsafeBufferPointer { variant.rotate(rotation, from: $0.baseAddress!, into: target.baseAddress!, rows: rows) }
+            }
+            #expect(copied == reference, "\(variant) \(size) from another buffer")
         }
     }
 

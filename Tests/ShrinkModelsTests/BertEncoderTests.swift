@@ -110,10 +110,12 @@ import ShrinkTestSupport
 
     /// Once warmed up on a batch, a forward pass (`embed(_:into:)`) makes no heap allocation on the
     /// calling thread, which also runs worker 0 of every parallel job and hands the others out:
-    /// fp32, int8 and 4-bit (affine blocks, centered path; palette) weights, batches of 1 and 32.
+    /// fp32, int8 and 4-bit (affine blocks, centered path; palette) weights, and rotated linears,
+    /// batches of 1 and 32.
     @Test(arguments: [nil, #"{"global": {"quantize": {"bits": 8}}, "weight_threshold": 2048}"#,
                       #"{"global": {"quantize": {"bits": 4, "mode": "affine", "signed": false, "granularity": "per_block"}}, "weight_threshold": 2048}"#,
-                      #"{"global": {"palettize": {"bits": 4}}, "weight_threshold": 2048}"#])
+                      #"{"global": {"palettize": {"bits": 4}}, "weight_threshold": 2048}"#,
+                      #"{"op_type": {"linear": {"rotate": {}, "quantize": {"bits": 8}}}}"#])
     func forwardPassesDoNotAllocate(recipeJSON: String?) throws {
         let folder = TemporaryDirectory()
         var weights = TestModels.miniLM + "/model.safetensors"

@@ -328,14 +328,16 @@ void shrink_gemm_f32_panels_avx2(const float *panels, size_t n, size_t k, size_t
 
 // ---- The randomized Hadamard rotation of activation rows (hadamard.c) ----
 
-/// x[r·size + i] ← (R · x_r)[i] for each of `rows` rows: R = (1/√block)(I ⊗ H)·diag(signs), H =
-/// H_12^{⊗twelves} ⊗ H_{power_of_two} over each run of `block` elements, `paley` the 12 × 12 ±1
-/// matrix row-major, `scratch` at least `block` floats. Same floats as HadamardRotation.rotate.
-void shrink_hadamard_rotate(float *x, size_t rows, size_t size, size_t block, size_t twelves, size_t power_of_two,
+/// x[r·size + i] ← (R · s_r)[i] for each of `rows` rows s_r of `source` (which may be x itself):
+/// R = (1/√block)(I ⊗ H)·diag(signs), H = H_12^{⊗twelves} ⊗ H_{power_of_two} over each run of
+/// `block` elements, `paley` the 12 × 12 ±1 matrix row-major, `scratch` at least `block` floats
+/// (unused, and may be NULL, when twelves = 0). Same floats as HadamardRotation.rotate. Sylvester
+/// blocks of 16 to 512 go through registers with one load and one store per element.
+void shrink_hadamard_rotate(const float *source, float *x, size_t rows, size_t size, size_t block, size_t twelves, size_t power_of_two,
                             const float *signs, const int8_t *paley, float *scratch);
 
 /// The same in AVX2 (8 float lanes).
-void shrink_hadamard_rotate_avx2(float *x, size_t rows, size_t size, size_t block, size_t twelves, size_t power_of_two,
+void shrink_hadamard_rotate_avx2(const float *source, float *x, size_t rows, size_t size, size_t block, size_t twelves, size_t power_of_two,
                                  const float *signs, const int8_t *paley, float *scratch);
 
 #endif
