@@ -9,6 +9,9 @@
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define AVX2 __attribute__((target("avx2,fma")))
 #define INLINE static inline __attribute__((always_inline))
+/// Keeps a register block's stores stores: clang otherwise spills the vectors and copies them out
+/// with memcpy.
+#define NO_MEMCPY __attribute__((no_builtin("memcpy")))
 
 /// Sylvester stages `half = 1, 2, …` below `below` on every 16-float chunk of b[0..<block]; each
 /// butterfly gives `a + c` and `a − c` exactly as the scalar loop does.
@@ -116,11 +119,12 @@ AVX512 static int paley_avx512(float *b, size_t block, size_t inner, const int8_
 }
 
 /// One block of N·16 floats (a power of two, Sylvester only) read from `s`, rotated in registers
-/// and written to `b`: the signs' product, the stages below 16 within each vector, the stages from 16 on between vectors
-/// (`half` = 16h: vector i and i + h give a + c and a − c), then, when `scaled`, the scale; per
-/// element the same operations in the same order as `rotate_rows`, with one load and one store.
+/// and written to `b`: the signs' product, the stages below 16 within each vector, the stages
+/// from 16 on between vectors (`half` = 16h: vector i and i + h give a + c and a − c), then, when
+/// `scaled`, the scale; per element the same operations in the same order as `rotate_rows`, with
+/// one load and one store.
 #define BLOCK_IN_REGISTERS(N)                                                                                              \
-    AVX512 static void block_in_registers_##N(const float *s, float *b, const float *signs, __m512 scale, int scaled) {    \
+    AVX512 NO_MEMCPY static void block_in_registers_##N(const float *s, float *b, const float *signs, __m512 scale, int scaled) { \
         __m512 v[N];                                                                                                       \
         for (size_t j = 0; j < N; j++) v[j] = _mm512_mul_ps(_mm512_loadu_ps(s + 16 * j), _mm512_loadu_ps(signs + 16 * j)); \
         for (size_t j = 0; j < N; j++) v[j] = small_stages_vector(v[j], 16);                                               \
