@@ -97,6 +97,14 @@ VNNI INLINE __m512i panel_table(const uint8_t *lut, int bits, __m512i *upper) {
     return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)lut));
 }
 
+/// The low plane's table of panel `panel` (two planes): for 2:4 panels laid out like their LUT
+/// (`panel_table`, `upper` the pruned code's low byte), else its 16 bytes in each 128-bit lane.
+VNNI INLINE __m512i low_panel_table(const uint8_t *low, int bits, size_t panel, __m512i *upper) {
+    if (bits == SHRINK_SPARSE24_PANELS) return panel_table(low + panel * shrink_low_plane_bytes(0, bits), bits, upper);
+    *upper = _mm512_setzero_si512();
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(low + panel * shrink_low_plane_bytes(0, bits))));
+}
+
 #ifdef SHRINK_VBMI
 /// A quad panel's LUT (entry e's codes at 4e..4e + 3) as four planes of 256 bytes (plane i: code i
 /// of every entry), what `quad_plane` looks up.
@@ -265,6 +273,18 @@ VNNI INLINE void octet_quads(const uint8_t *panel, int bits, __m512i pairs, __m5
     }
 }
 
+/// The low codes of the octet whose high codes (2:4 panels) or LUT indices (nibble, tribit and
+/// crumb panels) `octet_quads` gave in `lo`, `hi`.
+VNNI INLINE void low_octet_quads(const uint8_t *panel, int bits, __m512i low_table, __m512i low_upper, size_t block, int t, __m512i lo,
+                                 __m512i hi, __m512i *low_lo, __m512i *low_hi) {
+    if (bits == SHRINK_SPARSE24_PANELS) {
+        octet_quads(panel, bits, low_table, low_upper, block, t, low_lo, low_hi);
+        return;
+    }
+    *low_lo = _mm512_shuffle_epi8(low_table, lo);
+    *low_hi = _mm512_shuffle_epi8(low_table, hi);
+}
+
 /// One register tile: `mr` activation rows times `np` panels of 16 output channels, over the
 /// whole input. Integer sums per 32-input block are summed as floats times the activation block's
 /// scale; each weight block's sum is multiplied by its weight scale and, unless the tile is
@@ -278,7 +298,7 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
                       const int8_t *xq, const float *xscales, const float *xsums, const int32_t *xisums, int mr, float *y, size_t ldy,
                       size_t n0, size_t n, const float *bias) {
     const size_t blocks = kpad / 32;
-    __m512i table[2], upper[2], low_table[2];
+    __m512i table[2], upper[2], low_table[2], low_upper[2];
     // What quad and 256-entry pair panels look their entries up in: their LUTs, or with VBMI their planes.
     const uint8_t *entries[2] = {NULL, NULL};
 #ifdef SHRINK_VBMI
@@ -294,7 +314,7 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
 #endif
         }
         table[p] = luts ? panel_table(luts + p * shrink_lut_bytes(bits), bits, &upper[p]) : _mm512_setzero_si512();
-        low_table[p] = luts && low ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(low + p * 16))) : _mm512_setzero_si512();
+        low_table[p] = luts && low ? low_panel_table(low, bits, (size_t)p, &low_upper[p]) : (low_upper[p] = _mm512_setzero_si512());
     }
     __m512 acc[MAX_TILE_ROWS][2];
     for (int m = 0; m < mr; m++)
@@ -335,10 +355,8 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
                         } else {
                             octet_quads(w + p * panel_bytes, bits, table[p], upper[p], block, t, &lo[p], &hi[p]);
                         }
-                        if (luts && low) {
-                            low_lo[p] = _mm512_shuffle_epi8(low_table[p], lo[p]);
-                            low_hi[p] = _mm512_shuffle_epi8(low_table[p], hi[p]);
-                        }
+                        if (luts && low)
+                            low_octet_quads(w + p * panel_bytes, bits, low_table[p], low_upper[p], block, t, lo[p], hi[p], &low_lo[p], &low_hi[p]);
                         if (luts && !shrink_decodes_codes(bits)) {
                             lo[p] = _mm512_shuffle_epi8(table[p], lo[p]);
                             hi[p] = _mm512_shuffle_epi8(table[p], hi[p]);
@@ -456,7 +474,7 @@ VNNI INLINE void integer_scaled_tile(const uint8_t *w, const uint8_t *zero_point
 
 #define TILE(MR, NP) \
     tile(w + panel * panel_bytes, panel_bytes, NP, bits, luts ? luts + panel * shrink_lut_bytes(bits) : NULL,                       \
-         low ? low + panel * (bits < 8 ? 16 : panel_bytes) : NULL, centered, kpad, blocks_per_wblock,                            \
+         low ? low + panel * shrink_low_plane_bytes(kpad, bits) : NULL, centered, kpad, blocks_per_wblock,                            \
          scales + panel * panel_floats, offsets + panel * panel_floats, panel_floats, xq + m * kpad, xscales + m * blocks, xsums + m * blocks, xisums + m * blocks, \
          MR, y + m * ldy, ldy, panel * 16, n, bias)
 
@@ -545,7 +563,8 @@ VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, c
         uint8_t *target = out + (panel - begin) * kpad * 16, *low_target = out_low + (panel - begin) * kpad * 16;
         __m512i upper = _mm512_setzero_si512();
         __m512i table = luts ? panel_table(luts + panel * shrink_lut_bytes(bits), bits, &upper) : _mm512_setzero_si512();
-        __m512i low_table = low ? _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(low + panel * 16))) : _mm512_setzero_si512();
+        __m512i low_upper = _mm512_setzero_si512();
+        __m512i low_table = low ? low_panel_table(low, bits, panel, &low_upper) : _mm512_setzero_si512();
         __m512i shift = _mm512_setzero_si512(), factor = _mm512_setzero_si512();
         const uint8_t *entries = bits == SHRINK_QUAD_PANELS || bits == SHRINK_PAIR256_PANELS ? luts + panel * shrink_lut_bytes(bits) : NULL;
 #ifdef SHRINK_VBMI
@@ -584,8 +603,10 @@ VNNI static void widen_panels(const uint8_t *w, int bits, const uint8_t *luts, c
                 octet_quads(source, bits, table, upper, octet / 4, (int)(octet % 4), &lo, &hi);
             }
             if (low) {
-                _mm512_storeu_si512(low_target + octet * 128, _mm512_shuffle_epi8(low_table, lo));
-                _mm512_storeu_si512(low_target + octet * 128 + 64, _mm512_shuffle_epi8(low_table, hi));
+                __m512i low_lo, low_hi;
+                low_octet_quads(source, bits, low_table, low_upper, octet / 4, (int)(octet % 4), lo, hi, &low_lo, &low_hi);
+                _mm512_storeu_si512(low_target + octet * 128, low_lo);
+                _mm512_storeu_si512(low_target + octet * 128 + 64, low_hi);
             }
             if (luts && !shrink_decodes_codes(bits)) {
                 lo = _mm512_shuffle_epi8(table, lo);
@@ -675,6 +696,8 @@ VNNI void GEMM_PANELS(const uint8_t *w, int code_bits, const uint8_t *luts, cons
         PANELS(w, SHRINK_PAIR_PANELS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     } else if (code_bits == SHRINK_PAIR64_PANELS) {
         PANELS(w, SHRINK_PAIR64_PANELS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
+    } else if (code_bits == SHRINK_SPARSE24_PANELS && low) {
+        PANELS(w, SHRINK_SPARSE24_PANELS, luts, low, 0, n, 0, panel_begin, panel_end, y, bias);
     } else if (code_bits == SHRINK_SPARSE24_PANELS) {
         PANELS(w, SHRINK_SPARSE24_PANELS, luts, NULL, 0, n, 0, panel_begin, panel_end, y, bias);
     } else if (code_bits == SHRINK_QUAD_PANELS) {

@@ -223,6 +223,12 @@ AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint
         }
     }
     const __m256i low_table = lut && low ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)low)) : _mm256_setzero_si256();
+    // A 2:4 panel's low plane: its low table laid out like the LUT (16 codes, then the pruned code).
+    __m128i low_firsts[1] = {_mm_setzero_si128()}, low_seconds[1] = {_mm_setzero_si128()};
+    if (bits == SHRINK_SPARSE24_PANELS && low) {
+        low_firsts[0] = _mm_loadu_si128((const __m128i *)low);
+        low_seconds[0] = _mm_set1_epi8((char)low[16]);
+    }
     // Codes that can exceed 15 go through the signed form (q - 128); see the top of the file.
     const int signed_form = bits == 8 || lut != NULL;
     // Centered byte codes (no offsets): the signed form's q - 128 is the weight's integer itself.
@@ -257,7 +263,11 @@ AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint
                     __m256i lo, hi;
                     octet_quads(w, bits, firsts, seconds, lut, block, t, h, &lo, &hi);
                     __m256i low_lo = _mm256_setzero_si256(), low_hi = _mm256_setzero_si256();
-                    if (lut && low) {
+                    if (lut && low && bits == SHRINK_SPARSE24_PANELS) {
+                        octet_quads(w, bits, low_firsts, low_seconds, low, block, t, h, &low_lo, &low_hi);
+                        low_lo = _mm256_xor_si256(low_lo, flip);
+                        low_hi = _mm256_xor_si256(low_hi, flip);
+                    } else if (lut && low) {
                         low_lo = _mm256_xor_si256(_mm256_shuffle_epi8(low_table, lo), flip);
                         low_hi = _mm256_xor_si256(_mm256_shuffle_epi8(low_table, hi), flip);
                     }
@@ -325,7 +335,7 @@ AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint
 
 #define TILE_AVX2(MR)                                                                                                                 \
     tile(w + panel * panel_bytes, code_bits, luts ? luts + panel * shrink_lut_bytes(code_bits) : NULL,                                                       \
-         low ? low + panel * (code_bits < 8 ? 16 : panel_bytes) : NULL, zero_points ? zero_points + panel * panel_floats : NULL,          \
+         low ? low + panel * shrink_low_plane_bytes(kpad, code_bits) : NULL, zero_points ? zero_points + panel * panel_floats : NULL,          \
          multipliers ? multipliers + panel * panel_floats : NULL, blocks_per_wblock, h, kpad, scale_blocks,                          \
          scale_table + panel * scale_floats, offset_table ? offset_table + panel * panel_floats : NULL, xq + m * kpad,             \
          xscales + m * blocks, xsums + m * blocks,                                                                                  \

@@ -26,8 +26,9 @@ import ShrinkCore
 ///   weight, a LUT of 1,024 bytes per panel);
 ///   otherwise each weight is coded as its lane of its vector's entry, one byte per weight (two
 ///   with two planes);
-/// - pruned scalar palettes of at most 16 entries on an 8-bit grid, one LUT per panel, with at most
-///   2 of every 4 inputs kept (2:4): their kept indices and masks (2:4 panels, 3 bits per weight);
+/// - pruned scalar palettes of at most 16 entries, one LUT per panel, with at most 2 of every 4
+///   inputs kept (2:4): their kept indices and masks (2:4 panels, 3 bits per weight), looked up in
+///   the LUT on its 8-bit grid, or on the 16-bit one in two tables (high and low bytes);
 /// - other palettes (groups along the inputs): each decoded row on the same kind of grid (8 bits
 ///   when every row is exact on it, else 16).
 /// Codes of at most 2 bits are packed four to a byte (crumb panels), of 3 bits in a crumb and a bit
@@ -58,8 +59,9 @@ public final class Int8PanelWeights: @unchecked Sendable {
     public let isExact: Bool
     let codes: UnsafeMutableBufferPointer<UInt8>
     let luts: UnsafeMutableBufferPointer<UInt8>?
-    /// The low plane of 16-bit codes: 16 low LUT bytes per panel for nibble panels with LUTs, else
-    /// byte panels laid out like `codes`; `nil` for 8-bit codes.
+    /// The low plane of 16-bit codes: 16 low LUT bytes per panel for nibble panels with LUTs, a
+    /// 32-byte table per panel (like `luts`) for 2:4 panels, else byte panels laid out like
+    /// `codes`; `nil` for 8-bit codes.
     let lowPlane: UnsafeMutableBufferPointer<UInt8>?
     /// Per panel and weight block, 16 scales and 16 offsets (one float each when integer-scaled:
     /// those kernels do not read them).
@@ -214,8 +216,10 @@ public final class Int8PanelWeights: @unchecked Sendable {
             for panel in 0..<panels { for entry in 0..<lutBytes { tables[panel * lutBytes + entry] = sharedLUTs[panel * 16][entry] } }
             luts = tables
             lowPlane = matrix.rowLowLUTs.map { lowLUTs in
-                let tables = arena.allocate(UInt8.self, count: panels * 16)
-                for panel in 0..<panels { for entry in 0..<16 { tables[panel * 16 + entry] = lowLUTs[panel * 16][entry] } }
+                // 16 bytes per panel for nibble indices; a 2:4 panel's low table is laid out like its LUT.
+                let lowBytes = layout == SHRINK_SPARSE24_PANELS ? lutBytes : 16
+                let tables = arena.allocate(UInt8.self, count: panels * lowBytes)
+                for panel in 0..<panels { for entry in 0..<lowBytes { tables[panel * lowBytes + entry] = lowLUTs[panel * 16][entry] } }
                 return tables
             }
         } else {
@@ -391,10 +395,14 @@ public final class Int8PanelWeights: @unchecked Sendable {
         if kernelLayout == SHRINK_SPARSE24_PANELS {
             let octet = panel * paddedColumns * 6 + (input >> 3) * 48, quad = (input >> 2) & 1, i = input & 3
             let mask = Int(codes[octet + lane] >> UInt8(4 * quad)) & 0x0F
-            guard (mask >> i) & 1 == 1 else { return Int32(luts![panel * 32 + 16]) }
-            let slot = (mask & ((1 << i) - 1)).nonzeroBitCount
-            let byte = codes[octet + 16 + 8 * (lane / 4) + 2 * (lane % 4) + slot]
-            return Int32(luts![panel * 32 + Int(quad == 0 ? byte & 0x0F : byte >> 4)])
+            var entry = 16
+            if (mask >> i) & 1 == 1 {
+                let slot = (mask & ((1 << i) - 1)).nonzeroBitCount
+                let byte = codes[octet + 16 + 8 * (lane / 4) + 2 * (lane % 4) + slot]
+                entry = Int(quad == 0 ? byte & 0x0F : byte >> 4)
+            }
+            guard let low else { return Int32(luts![panel * 32 + entry]) }
+            return Int32(luts![panel * 32 + entry]) << 8 + Int32(low[panel * 32 + entry])
         }
         if kernelLayout == SHRINK_PAIR256_PANELS {
             let entry = codes[panel * paddedColumns * 8 + (input >> 3) * 64 + 16 * (lane / 4) + 8 * ((input >> 2) & 1) + 2 * (lane % 4)
@@ -687,15 +695,16 @@ public final class Int8PanelWeights: @unchecked Sendable {
         return (matrix, rowGroup.map { grids[$0].zero }, rowCodes, wide)
     }
 
-    /// Pruned scalar palettes of at most 16 entries on an 8-bit grid, one LUT per panel, with at most
-    /// 2 of every 4 inputs kept (each group of 4 from input 0): the indices (255 where pruned) and
-    /// per row the LUT's 16 codes and the grid's zero code (2:4 panels); else `nil`.
+    /// Pruned scalar palettes of at most 16 entries, one LUT per panel, with at most 2 of every 4
+    /// inputs kept (each group of 4 from input 0): the indices (255 where pruned) and per row the
+    /// LUT's 16 codes and the grid's zero code (2:4 panels; on a 16-bit grid their high bytes, and
+    /// their low bytes in `rowLowLUTs`); else `nil`.
     static func sparse24Codes(_ weight: EncodedTensor, base: WeightEncoding) -> CodeMatrix? {
         guard case .palette(let palette) = base, palette.vectorSize == 1, palette.channelAxis == 0, palette.blockScales == nil,
               palette.bits <= 4 else { return nil }
         let rows = weight.shape[0], columns = weight.shape[1]
         var (matrix, rowZeros, rowCodes, wide) = paletteGrid(weight, palette)
-        guard !wide, (0..<rows).allSatisfy({ rowCodes[$0] == rowCodes[$0 / 16 * 16] }) else { return nil }
+        guard (0..<rows).allSatisfy({ rowCodes[$0] == rowCodes[$0 / 16 * 16] }) else { return nil }
         let indices = unpackSparse(weight, rows: rows, columns: columns, bits: palette.bits)
         for row in 0..<rows {
             for start in stride(from: row * columns, to: (row + 1) * columns, by: 4) {
@@ -703,7 +712,12 @@ public final class Int8PanelWeights: @unchecked Sendable {
             }
         }
         matrix.codes = indices.map { $0 < 0 ? 0xFF : UInt8($0) }
-        matrix.rowLUTs = (0..<rows).map { row in (0..<32).map { $0 < 16 ? UInt8(rowCodes[row][$0]) : $0 == 16 ? UInt8(rowZeros[row]) : 0 } }
+        // Per row, 32 bytes: the 16 codes, the zero code, padding; on a 16-bit grid their high bytes,
+        // and their low bytes as the low plane's table.
+        let tables = (0..<rows).map { planes(rowCodes[$0] + [rowZeros[$0]], wide: wide) }
+        let padded = { (plane: [UInt8]) in plane + [UInt8](repeating: 0, count: 32 - plane.count) }
+        matrix.rowLUTs = tables.map { padded($0.high) }
+        matrix.rowLowLUTs = wide ? tables.map { padded($0.low!) } : nil
         (matrix.codeBits, matrix.indexLayout) = (4, SHRINK_SPARSE24_PANELS)
         return matrix
     }

@@ -162,7 +162,9 @@ void shrink_gemm_f32_panels(const float *panels, size_t n, size_t k, size_t pane
 // With a LUT (16 bytes per panel), a packed code is an index and its code is lut[index].
 // Two planes (`low` not NULL): codes are 16 bits, q = 256 * high + low, where high is the code the
 // panels above give and low comes from a second table of the same layout: for nibble panels with
-// a LUT (nibble, tribit or crumb panels), 16 more bytes per panel (low[index]); for byte panels, a second panel array. Each
+// a LUT (nibble, tribit or crumb panels), 16 more bytes per panel (low[index]); for 2:4 panels,
+// 32 more bytes per panel laid out like their LUT (the 16 entries' low bytes, then the pruned
+// code's); for byte panels, a second panel array. Each
 // activation block's integer sum is (sum(q_x * high) << 8) + sum(q_x * low), exact in int32
 // (|sum| <= 32 * 65535 * 128 < 2^31); everything else is as for one plane. Palette LUTs that an
 // 8-bit grid does not hold exactly run so, on a 16-bit grid.
@@ -210,6 +212,12 @@ static inline size_t shrink_panel_bytes(size_t kpad, int code_bits) {
 static inline size_t shrink_lut_bytes(int code_bits) {
     return code_bits == SHRINK_PAIR_PANELS || code_bits == SHRINK_SPARSE24_PANELS ? 32
            : code_bits == SHRINK_PAIR64_PANELS ? 128 : code_bits == SHRINK_PAIR256_PANELS ? 576 : code_bits == SHRINK_QUAD_PANELS ? 1024 : 16;
+}
+
+/// Bytes of one panel's low plane (two planes): the low table of a 2:4 panel (laid out like its
+/// LUT), 16 for other packed panels (a low LUT), a panel of bytes for byte panels.
+static inline size_t shrink_low_plane_bytes(size_t kpad, int code_bits) {
+    return code_bits == SHRINK_SPARSE24_PANELS ? shrink_lut_bytes(code_bits) : code_bits < 8 ? 16 : shrink_panel_bytes(kpad, code_bits);
 }
 
 /// Whether the kernels' octet decoding yields codes (pair, 2:4 and quad panels) rather than LUT indices.
