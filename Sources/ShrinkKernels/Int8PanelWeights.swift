@@ -216,8 +216,7 @@ public final class Int8PanelWeights: @unchecked Sendable {
             for panel in 0..<panels { for entry in 0..<lutBytes { tables[panel * lutBytes + entry] = sharedLUTs[panel * 16][entry] } }
             luts = tables
             lowPlane = matrix.rowLowLUTs.map { lowLUTs in
-                // 16 bytes per panel for nibble indices; a 2:4 panel's low table is laid out like its LUT.
-                let lowBytes = layout == SHRINK_SPARSE24_PANELS ? lutBytes : 16
+                let lowBytes = shrink_low_plane_bytes(0, layout)
                 let tables = arena.allocate(UInt8.self, count: panels * lowBytes)
                 for panel in 0..<panels { for entry in 0..<lowBytes { tables[panel * lowBytes + entry] = lowLUTs[panel * 16][entry] } }
                 return tables
@@ -476,21 +475,15 @@ public final class Int8PanelWeights: @unchecked Sendable {
             var (matrix, _, rowCodes, wide) = paletteGrid(weight, palette)
             let width = palette.vectorSize
             let indices = unpack(weight.parts["indices"]!.bytes, count: rows * columns / width, bits: palette.bits)
-            if width == 2, !wide, (0..<rows).allSatisfy({ rowCodes[$0] == rowCodes[$0 / 16 * 16] }) {
-                // Pair panels: the indices as stored, each row's entries as its LUT of 16, 64 or 256 entries.
-                let layout = palette.bits <= 4 ? SHRINK_PAIR_PANELS : palette.bits <= 6 ? SHRINK_PAIR64_PANELS : SHRINK_PAIR256_PANELS
+            if width == 2 || width == 4, !wide, (0..<rows).allSatisfy({ rowCodes[$0] == rowCodes[$0 / 16 * 16] }) {
+                // Pair panels (16, 64 or 256 entries) and quad panels: the indices as stored, each
+                // row's entries as its LUT.
+                let layout = width == 4 ? SHRINK_QUAD_PANELS
+                    : palette.bits <= 4 ? SHRINK_PAIR_PANELS : palette.bits <= 6 ? SHRINK_PAIR64_PANELS : SHRINK_PAIR256_PANELS
                 let lutBytes = shrink_lut_bytes(layout)
                 matrix.codes = indices
                 matrix.rowLUTs = rowCodes.map { codes in (0..<lutBytes).map { $0 < codes.count ? UInt8(codes[$0]) : 0 } }
-                (matrix.codeBits, matrix.indexLayout) = (palette.bits <= 4 ? 4 : palette.bits <= 6 ? 6 : 8, layout)
-                return matrix
-            }
-            if width == 4, !wide, (0..<rows).allSatisfy({ rowCodes[$0] == rowCodes[$0 / 16 * 16] }) {
-                // Quad panels: the indices as stored, each row's entries as its LUT of 1,024 bytes.
-                let lutBytes = shrink_lut_bytes(SHRINK_QUAD_PANELS)
-                matrix.codes = indices
-                matrix.rowLUTs = rowCodes.map { codes in (0..<lutBytes).map { $0 < codes.count ? UInt8(codes[$0]) : 0 } }
-                (matrix.codeBits, matrix.indexLayout) = (8, SHRINK_QUAD_PANELS)
+                (matrix.codeBits, matrix.indexLayout) = (width == 2 && palette.bits <= 4 ? 4 : width == 2 && palette.bits <= 6 ? 6 : 8, layout)
                 return matrix
             }
             let codes = (0..<(rows * columns)).map { rowCodes[$0 / columns][Int(indices[$0 / width]) * width + $0 % width] }
