@@ -37,6 +37,8 @@ public struct CompressionSummary: Codable, Sendable {
     public let tensors: [TensorCompressionReport]
     /// Tensors left as they were, with the reason.
     public let kept: [String: String]
+    /// Whether a rotation of the residual stream was folded into the weights, and where.
+    public let residualRotation: String?
     public let seconds: Double
 
     /// `bytesBefore / bytesAfter`.
@@ -63,12 +65,19 @@ public enum ModelCompressor {
         public let reports: [TensorCompressionReport]
         public let kept: [String: String]
         public let sourceDigest: String
+        /// The rotation of the residual stream folded into the tensors, whose reading norms the
+        /// output must store as ones (`FoldedResidualRotation`), nil when none is.
+        public let residualRotation: FoldedResidualRotation?
+        /// What folding did, for the summary; nil when the recipe folds nothing.
+        public let residualRotationNote: String?
     }
 
     /// Compresses the tensors `recipe` plans for the model at `model` in memory, using `threads`
     /// workers (one tensor each); nothing is written. `progress` is called once per compressed
     /// tensor, in completion order. `calibrationCache` shares calibration runs between
-    /// compressions of one model.
+    /// compressions of one model. A recipe with `fold_rotations` has its readers' rotation folded
+    /// into the weights (`ResidualRotationFolding`); the result then needs the reading norms as
+    /// ones and `residualRotation` in the metadata, which `compress` writes.
     public static func encode(model: ModelLocation, recipe: Recipe, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
                               calibrationCache: CalibrationCache? = nil,
                               progress: @Sendable (TensorCompressionReport) -> Void = { _ in }) throws -> EncodedModel {
@@ -82,7 +91,8 @@ public enum ModelCompressor {
             }
             store = try SafetensorsStore(file: file)
         }
-        let roles = ModelArchitectures.roles(of: store, configuration: try ModelArchitectures.configuration(of: store, configPath: model.configPath))
+        let configuration = try ModelArchitectures.configuration(of: store, configPath: model.configPath)
+        let roles = ModelArchitectures.roles(of: store, configuration: configuration)
         let plan = try CompressionPlan.resolve(recipe, tensors: store.descriptors, roles: roles)
 
         var tasks: [(index: Int, config: OpCompressionConfig, rule: String)] = []
@@ -93,6 +103,9 @@ public enum ModelCompressor {
             case .keep(let reason): kept[entry.tensor.name] = reason
             }
         }
+        let folding = recipe.foldRotations ? try ResidualRotationFolding.plan(
+            architecture: configuration.flatMap { try? ModelArchitectures.architecture(for: $0) }, store: store,
+            configs: Dictionary(uniqueKeysWithValues: tasks.map { (plan.entries[$0.index].tensor.name, $0.config) }), file: recipe.file) : nil
         // Longest first, so that the last tensors to finish are short ones and both threads stay busy.
         let planned = tasks.sorted { estimatedCost(plan.entries[$0.index].tensor, $0.config) > estimatedCost(plan.entries[$1.index].tensor, $1.config) }
         let sourceDigest = try SHA256.hexDigest(ofFile: model.weightsPath)
@@ -105,9 +118,9 @@ public enum ModelCompressor {
                 let task = planned[taskIndex]
                 let name = plan.entries[task.index].tensor.name
                 let tensorStart = DispatchTime.now()
-                let tensor = try denseSource(store, name)
-                var config = task.config, rule = task.rule
-                let correlation = correlations[String(name.dropLast(".weight".count))]
+                var (tensor, config, correlation) = (try denseSource(store, name), task.config, correlations[String(name.dropLast(".weight".count))])
+                if let folding { (tensor, config, correlation) = try folding.folded(name, tensor: tensor, config: config, correlation: correlation) }
+                var rule = task.rule
                 if config.isCalibrated, correlation == nil {
                     config.quantize?.method = .roundToNearest
                     config.palettize?.method = .roundToNearest
@@ -125,7 +138,7 @@ public enum ModelCompressor {
         }
         let order = planned.indices.sorted { planned[$0].index < planned[$1].index }
         return EncodedModel(store: store, tensors: order.map { results[$0].0 }, reports: order.map { results[$0].1 }, kept: kept,
-                            sourceDigest: sourceDigest)
+                            sourceDigest: sourceDigest, residualRotation: folding?.fold, residualRotationNote: folding?.summary)
     }
 
     /// A tensor's relative encoding time: its element count, times `1 + inputs / 256` for a
@@ -149,8 +162,13 @@ public enum ModelCompressor {
         let encodedNames = Set(encodedModel.tensors.map(\.name))
         var dense: [(name: String, tensor: DenseTensor)] = []
         var keptEncoded: [EncodedTensor] = []
+        let absorbed = encodedModel.residualRotation?.norms ?? []
         for name in store.names where !encodedNames.contains(name) {
             switch store.tensor(named: name) {
+            case .dense(let tensor) where absorbed.contains(name):
+                dense.append((name, try DenseTensor(converting: [Float](repeating: 1, count: tensor.elementCount), shape: tensor.shape)))
+            case .encoded(let tensor) where absorbed.contains(name):
+                dense.append((name, try DenseTensor(converting: [Float](repeating: 1, count: tensor.elementCount), shape: tensor.shape)))
             case .dense(let tensor): dense.append((name, tensor))
             case .encoded(let tensor): keptEncoded.append(tensor)
             case nil: throw ShrinkIOError.tensorNotFound(path: store.path, tensor: name)
@@ -165,6 +183,7 @@ public enum ModelCompressor {
         metadata["shrink.recipe_name"] = recipe.name
         metadata["shrink.source"] = (model.weightsPath as NSString).lastPathComponent
         metadata["shrink.source_sha256"] = sourceDigest
+        if let fold = encodedModel.residualRotation { metadata[FoldedResidualRotation.metadataKey] = fold.metadataValue }
         let encoded = encodedModel.tensors + keptEncoded
         try CompressedModel(denseTensors: dense, encodedTensors: encoded, metadata: metadata).write(to: output)
 
@@ -179,7 +198,7 @@ public enum ModelCompressor {
             compressedElements: reports.reduce(0) { $0 + $1.elements },
             compressedBytesBefore: reports.reduce(0) { $0 + $1.bytesBefore },
             compressedBytesAfter: reports.reduce(0) { $0 + $1.bytesAfter },
-            tensors: reports, kept: kept, seconds: seconds(since: start))
+            tensors: reports, kept: kept, residualRotation: encodedModel.residualRotationNote, seconds: seconds(since: start))
     }
 
     /// The input correlations that calibrated configs need, for the linear weights `weights`
@@ -222,17 +241,26 @@ public enum ModelCompressor {
     /// plain safetensors file) as safetensors, names as in the source and shapes row-major with the
     /// input axis last: dense tensors as stored, encoded tensors decoded to their source dtype
     /// (F32, F16 or BF16; F32 for others), GGUF block types decoded to F32. Metadata keeps the
-    /// source's keys except Shrink's own and GGUF arrays (vocabularies).
+    /// source's keys except Shrink's own and GGUF arrays (vocabularies). A folded residual
+    /// rotation is undone (`FoldedResidualRotation.unfold`): the output computes what the
+    /// compressed model does, its reading norms' scales in the weights after them.
     public static func decompress(input: String, output: String) throws {
         let store = try TensorStores.open(path: input)
+        let fold = try FoldedResidualRotation(metadata: store.metadata, path: input)
         var tensors: [(name: String, tensor: DenseTensor)] = []
         for name in store.names {
             switch store.tensor(named: name)! {
-            case .dense(let tensor):
+            case .dense(let tensor) where fold?.readers[name] == nil && fold?.writers.contains(name) != true:
                 tensors.append((name, tensor))
+            case .dense(let tensor):
+                var values = tensor.floats()
+                fold?.unfold(name, values: &values, shape: tensor.shape)
+                tensors.append((name, try DenseTensor(converting: values, to: tensor.dtype.isFloatingPoint ? tensor.dtype : .f32, shape: tensor.shape)))
             case .encoded(let encoded):
                 let dtype: DType = [.f16, .bf16].contains(encoded.sourceDType) ? encoded.sourceDType : .f32
-                tensors.append((name, try DenseTensor(converting: encoded.decode(), to: dtype, shape: encoded.shape)))
+                var values = encoded.decode()
+                fold?.unfold(name, values: &values, shape: encoded.shape)
+                tensors.append((name, try DenseTensor(converting: values, to: dtype, shape: encoded.shape)))
             }
         }
         tensors.sort { $0.name < $1.name }

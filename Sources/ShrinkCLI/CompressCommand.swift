@@ -35,14 +35,17 @@ enum CompressCommand {
     }
 
     static func render(_ summary: CompressionSummary) -> String {
-        [
+        var lines = [
             "Wrote \(summary.output)",
             "  tensors compressed: \(summary.tensors.count), kept as they were: \(summary.kept.count)",
+        ]
+        if let rotation = summary.residualRotation { lines.append("  " + rotation) }
+        return (lines + [
             "  bytes: \(TextTable.grouped(summary.bytesBefore)) → \(TextTable.grouped(summary.bytesAfter)) (ratio \(TextTable.fixed(summary.ratio, digits: 2))×)",
             "  bits per weight: \(TextTable.fixed(summary.compressedBitsPerWeight, digits: 2)) over compressed tensors, \(TextTable.fixed(summary.overallBitsPerWeight, digits: 2)) overall",
             "  mean weight SNR: " + (summary.meanSNRDecibels.map { TextTable.fixed($0, digits: 1) + " dB" } ?? "exact"),
             "  time: \(TextTable.fixed(summary.seconds, digits: 2)) s, peak memory \(Int(PeakMemory.megabytes.rounded())) MB",
-        ].joined(separator: "\n")
+        ]).joined(separator: "\n")
     }
 }
 

@@ -9,7 +9,8 @@ import ShrinkCore
 ///   "global": { "palettize": { "bits": 4 } },
 ///   "op_type": { "embedding": null, "linear": { "quantize": { "bits": 8 } }, "mlp.down": { "quantize": { "bits": 6 } } },
 ///   "op_name": { "encoder\\.layer\\.0\\..*": { "quantize": { "bits": 8 } }, "pooler.dense": null },
-///   "weight_threshold": 2048
+///   "weight_threshold": 2048,
+///   "fold_rotations": false
 /// }
 /// ```
 /// `op_type` keys are coarse op types (`linear`, `embedding`, `conv`) or the op types a model's
@@ -17,7 +18,10 @@ import ShrinkCore
 /// Precedence: the first `op_name` entry (in file order) whose key equals the tensor's name or op
 /// name, or matches either as a whole regular expression, then the `op_type` entry of the tensor's
 /// architecture op type, then that of its coarse op type, then `global`. `null` leaves the tensor
-/// alone. Tensors with fewer elements than `weight_threshold` are left alone.
+/// alone. Tensors with fewer elements than `weight_threshold` are left alone. `fold_rotations`
+/// folds the rotation every reader of a residual stream is given into the weights around the
+/// stream instead of rotating activations at run time (Llama-family models; see
+/// `FoldedResidualRotation`).
 public struct Recipe: Sendable {
     /// The file the recipe was read from (for error messages).
     public let file: String
@@ -26,6 +30,8 @@ public struct Recipe: Sendable {
     public let opType: [(key: String, config: OpCompressionConfig?)]
     public let opName: [(pattern: String, config: OpCompressionConfig?)]
     public let weightThreshold: Int
+    /// Whether rotations of the residual stream's readers are folded into the weights.
+    public let foldRotations: Bool
     /// The calibration data for calibrated methods (`"method": "gptq"`), if the recipe names any.
     public let calibration: CalibrationData?
     /// The recipe as compact JSON, recorded in compressed files.
@@ -79,6 +85,7 @@ public struct Recipe: Sendable {
             }
         }
         let threshold = try reader.integer("weight_threshold", default: 0, range: 0...Int.max)
+        let foldRotations = try reader.boolean("fold_rotations", default: false)
         var calibration: CalibrationData?
         if let value = reader.value("calibration") {
             calibration = try CalibrationData.decode(value, file: file, keyPath: "calibration")
@@ -89,19 +96,19 @@ public struct Recipe: Sendable {
             throw .invalidRecipe(file: file, keyPath: "calibration",
                                  reason: "\"method\": \"gptq\" needs calibration data: add \"calibration\": {\"data\": \"<text file>\"}")
         }
-        return Recipe(file: file, global: global, opType: opTypes, opName: opNames, weightThreshold: threshold,
+        return Recipe(file: file, global: global, opType: opTypes, opName: opNames, weightThreshold: threshold, foldRotations: foldRotations,
                       calibration: calibration, canonicalJSON: root.serialized())
     }
 }
 
 extension Recipe {
     /// A recipe that compresses exactly the tensors of `configs` (by name), each with its config,
-    /// and leaves every other tensor alone; calibration as in this recipe. `canonicalJSON` records
+    /// and leaves every other tensor alone, folding no rotation; calibration as in this recipe. `canonicalJSON` records
     /// this recipe's JSON and the tensors it was restricted to.
     public func restricted(to configs: [(tensor: String, config: OpCompressionConfig)]) -> Recipe {
         let names = JSONValue.array(configs.map { .string($0.tensor) }).serialized()
         return Recipe(file: file, global: nil, opType: [], opName: configs.map { ($0.tensor, $0.config) }, weightThreshold: 0,
-                      calibration: calibration, canonicalJSON: "{\"restricted_to\":\(names),\"recipe\":\(canonicalJSON)}")
+                      foldRotations: false, calibration: calibration, canonicalJSON: "{\"restricted_to\":\(names),\"recipe\":\(canonicalJSON)}")
     }
 
     /// The JSON of the op config a plan rule names (`global`, `op_type.linear`,

@@ -113,12 +113,26 @@ public struct HadamardRotation: Sendable, Equatable {
         for index in 0..<size { x[index] *= T(signs[index]) }
     }
 
+    /// `x ← Rᵀ·x` for `x[0..<size]` without allocating: `scratch` holds `blockSize` elements,
+    /// used when a block has `H_12` factors.
+    @inlinable
+    public func unrotate<T: BinaryFloatingPoint>(_ x: UnsafeMutablePointer<T>, scratch: UnsafeMutablePointer<T>) {
+        applyBlocks(x, transposed: true, scratch: scratch)
+        for index in 0..<size { x[index] *= T(signs[index]) }
+    }
+
     /// `(1/√d) · H_d` (or its transpose) applied to every block of `x`.
     @inlinable
     func applyBlocks<T: BinaryFloatingPoint>(_ x: UnsafeMutablePointer<T>, transposed: Bool) {
-        let scale = 1 / T(Double(blockSize).squareRoot())
         let scratch = UnsafeMutablePointer<T>.allocate(capacity: twelves > 0 ? blockSize : 0)
         defer { scratch.deallocate() }
+        applyBlocks(x, transposed: transposed, scratch: scratch)
+    }
+
+    /// `applyBlocks(_:transposed:)` with `scratch` of `blockSize` elements (read only when `t > 0`).
+    @inlinable
+    func applyBlocks<T: BinaryFloatingPoint>(_ x: UnsafeMutablePointer<T>, transposed: Bool, scratch: UnsafeMutablePointer<T>) {
+        let scale = 1 / T(Double(blockSize).squareRoot())
         for start in stride(from: 0, to: size, by: blockSize) {
             let block = x + start
             Self.sylvester(block, count: blockSize, order: powerOfTwo)

@@ -62,6 +62,15 @@ public struct InputCorrelation: Sendable, Equatable {
         return result
     }
 
+    /// The correlation of the inputs scaled element by element, `x_i · s_i`: `H_ij · s_i · s_j`
+    /// (`scales.count == size`).
+    public func scaled(by scales: [Double]) -> InputCorrelation {
+        precondition(scales.count == size)
+        var result = self
+        for i in 0..<size { for j in 0..<size { result.matrix[i * size + j] *= scales[i] * scales[j] } }
+        return result
+    }
+
     /// The correlation of the inputs reordered so that new input `i` is old input `order[i]`.
     public func permuted(_ order: [Int]) -> InputCorrelation {
         precondition(order.count == size)

@@ -3,6 +3,7 @@ import Shrink
 import ShrinkCompression
 import ShrinkCore
 import ShrinkIO
+import ShrinkModels
 
 /// Limits a compressed model must stay within on a task.
 public struct AccuracyThresholds: Codable, Sendable, Equatable {
@@ -160,14 +161,23 @@ public enum LayerErrors {
     public static let exactSNR = 200.0
 
     /// The `count` encoded tensors with the lowest SNR (dB) against the same tensor in `original`
-    /// (capped at `exactSNR`), lowest first.
+    /// (capped at `exactSNR`), lowest first. Tensors of a folded residual rotation are compared
+    /// unfolded (`FoldedResidualRotation.unfold`), a reader against its weight times its norm's scale.
     public static func lowestSNR(original: String, compressed: String, count: Int = 5) throws -> [ConfigurationReport.LayerError] {
         let source = try TensorStores.open(path: original)
-        let model = try CompressedModel(file: try SafetensorsFile(path: compressed))
+        let file = try SafetensorsFile(path: compressed)
+        let model = try CompressedModel(file: file)
+        let fold = try FoldedResidualRotation(metadata: file.metadata, path: compressed)
         var errors: [ConfigurationReport.LayerError] = []
         for tensor in model.encodedTensors {
             guard let stored = source.tensor(named: tensor.name), stored.shape == tensor.shape else { continue }
-            let reference = stored.decodedFloats(), decoded = tensor.decode()
+            var reference = stored.decodedFloats(), decoded = tensor.decode()
+            if let fold {
+                fold.unfold(tensor.name, values: &decoded, shape: tensor.shape)
+                if let norm = fold.readers[tensor.name], let scale = source.tensor(named: norm)?.decodedFloats(), scale.count == tensor.shape.last {
+                    for index in reference.indices { reference[index] *= scale[index % scale.count] }
+                }
+            }
             var signal = 0.0, noise = 0.0
             for (a, b) in zip(reference, decoded) {
                 signal += Double(a) * Double(a)

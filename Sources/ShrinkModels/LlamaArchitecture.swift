@@ -139,6 +139,20 @@ struct LlamaTensorTable {
     var observationPoints: [String] {
         (0..<config.layers).flatMap { layer in linearOpIndices.map { op(layer, $0) } }
     }
+
+    /// Per layer, the attention norm read by q/k/v and the feed-forward norm read by gate/up;
+    /// the attention output and down projections write.
+    var residualStream: ResidualStream {
+        let layers = 0..<config.layers
+        func weight(_ layer: Int, _ index: Int) -> String { op(layer, index) + ".weight" }
+        return ResidualStream(
+            width: config.hiddenSize,
+            readers: layers.flatMap { layer in
+                [ResidualStream.Reader(norm: weight(layer, 0), linears: [1, 2, 3].map { weight(layer, $0) }),
+                 ResidualStream.Reader(norm: weight(layer, 5), linears: [6, 7].map { weight(layer, $0) })]
+            },
+            writers: layers.flatMap { layer in [weight(layer, 4), weight(layer, 8)] })
+    }
 }
 
 /// The Llama family: one layout, named per architecture; adapters differ in their registry name
@@ -154,6 +168,7 @@ extension LlamaFamilyArchitecture {
     var table: LlamaTensorTable { LlamaTensorTable(config: config, perHeadNorms: Self.perHeadNorms) }
     public var tensorTable: [ArchitectureTensor] { table.tensors }
     public var observationPoints: [String] { table.observationPoints }
+    public var residualStream: ResidualStream? { table.residualStream }
 
     public func makeRuntime(files: ModelFiles, options: RuntimeOptions) throws -> any ModelRuntime {
         try makeDecoder(files: files, options: options)

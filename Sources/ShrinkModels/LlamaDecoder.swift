@@ -8,7 +8,9 @@ import ShrinkKernels
 /// attention over a key/value cache → output projection → residual, RMSNorm → SwiGLU
 /// feed-forward → residual; final RMSNorm and the output projection (the token embedding when
 /// the file has no `output.weight`). Linear layers run as stored through their kernels
-/// (`WeightSource`: integer kernels for the encodings they cover).
+/// (`WeightSource`: integer kernels for the encodings they cover). A file whose residual stream
+/// is rotated (`FoldedResidualRotation`) has its embeddings rotated on entry and its stream
+/// un-rotated before the final norm.
 public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
     public let config: LlamaConfig
     public let architecture: String
@@ -35,11 +37,19 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
     let outputNorm: RMSNormWeights
     let output: any LinearOperator
     let rope: RotaryEmbedding
+    /// The rotation of the residual stream folded into the weights, nil when there is none: the
+    /// embeddings are rotated on entry and the stream un-rotated before the final norm.
+    let residualRotation: HadamardRotation?
 
     /// Builds the decoder of `config` from `source`; `perHeadNorms` for Qwen3.
     /// - Throws: `ModelError` naming a missing or misshapen tensor, or what cannot run.
     init(config: LlamaConfig, architecture: String, perHeadNorms: Bool, source: WeightSource, tokenizer: BPETokenizer?) throws(ModelError) {
         let table = LlamaTensorTable(config: config, perHeadNorms: perHeadNorms)
+        let folded = try FoldedResidualRotation(metadata: source.store.metadata, path: source.store.path)
+        if let folded, !folded.covers(table.residualStream) {
+            throw .invalidFile(path: source.store.path, reason: "metadata \(FoldedResidualRotation.metadataKey) does not match this model's layers")
+        }
+        residualRotation = folded?.rotation
         if source.store.tensor(named: "rope_freqs.weight") != nil {
             throw .notRunnable(architecture: architecture, reason: "rope_freqs.weight (Llama 3.1 frequency factors) is not supported yet")
         }
@@ -148,6 +158,7 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
         let hidden = config.hiddenSize
         state.x.withUnsafeMutableBufferPointer { x in
             for (row, token) in tokens.enumerated() { embedding.gather(row: Int(token), into: x.baseAddress! + row * hidden) }
+            if let residualRotation { kernels.rotate(residualRotation, from: x.baseAddress!, into: x.baseAddress!, rows: tokens.count) }
         }
     }
 
@@ -206,6 +217,11 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
             state.x.withUnsafeBufferPointer { x in
                 state.normalized.withUnsafeMutableBufferPointer { n in
                     n.baseAddress!.update(from: x.baseAddress! + first * hidden, count: count * hidden)
+                    if let residualRotation {
+                        state.rotationScratch.withUnsafeMutableBufferPointer { scratch in
+                            for row in 0..<count { residualRotation.unrotate(n.baseAddress! + row * hidden, scratch: scratch.baseAddress!) }
+                        }
+                    }
                     outputNorm.apply(n.baseAddress!, rows: count)
                 }
             }
@@ -297,6 +313,8 @@ public final class DecoderState {
     var keys: [[Float]]
     var values: [[Float]]
     var x, normalized, query, key, value, context, projected, gate, up, logits, angles, scratch: [Float]
+    /// `HadamardRotation.unrotate`'s scratch (one block of the residual stream at most).
+    var rotationScratch: [Float]
 
     init(config c: LlamaConfig, capacity: Int, batch: Int, threads: Int, kernels: KernelVariant) {
         self.kernels = kernels
@@ -321,6 +339,7 @@ public final class DecoderState {
         logits = [Float](repeating: 0, count: Self.logitRows * c.vocabularySize)
         angles = [Float](repeating: 0, count: batch * c.headDimension)
         scratch = [Float](repeating: 0, count: max(1, threads) * CausalAttention.scratch(positions: capacity))
+        rotationScratch = [Float](repeating: 0, count: c.hiddenSize)
     }
 
     /// Empties the cache.

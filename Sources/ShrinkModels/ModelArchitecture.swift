@@ -142,9 +142,14 @@ public protocol ModelArchitecture: Sendable {
     var observationPoints: [String] { get }
     /// Builds the runtime over `files` (checked against `tensorTable` first).
     func makeRuntime(files: ModelFiles, options: RuntimeOptions) throws -> any ModelRuntime
+    /// The residual stream's readers and writers when a rotation of it can be folded into the
+    /// weights (a pre-RMSNorm transformer whose runtime applies `FoldedResidualRotation`), else nil.
+    var residualStream: ResidualStream? { get }
 }
 
 extension ModelArchitecture {
+    public var residualStream: ResidualStream? { nil }
+
     /// Checks `store` against the tensor table: every required tensor present, none unknown,
     /// every shape as expected.
     /// - Throws: `ModelError.invalidWeight` naming the first tensor at fault and the file.

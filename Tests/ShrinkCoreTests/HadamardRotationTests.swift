@@ -91,6 +91,10 @@ import ShrinkCore
         var back = rotated
         back.withUnsafeMutableBufferPointer { rotation.unrotate($0.baseAddress!) }
         for i in 0..<size { #expect(abs(back[i] - x[i]) < 1e-9, "Rᵀ·R·x at \(i) of \(size)") }
+        var scratch = [Double](repeating: .nan, count: rotation.blockSize)
+        var backWithScratch = rotated
+        backWithScratch.withUnsafeMutableBufferPointer { x in scratch.withUnsafeMutableBufferPointer { rotation.unrotate(x.baseAddress!, scratch: $0.baseAddress!) } }
+        #expect(backWithScratch == back, "unrotate with the caller's scratch, \(size)")
     }
 
     @Test func signsRoundTripThroughTheirPackedBits() {
@@ -116,6 +120,19 @@ import ShrinkCore
         var expected = InputCorrelation(size: size)
         expected.add(rows: rotatedRows, count: 20)
         let actual = correlation.rotated(by: rotation)
+        for index in 0..<(size * size) { #expect(abs(actual.matrix[index] - expected.matrix[index]) < 1e-4, "element \(index)") }
+    }
+
+    @Test func scaledCorrelationIsDHD() {
+        let size = 24, count = 30
+        var generator = SplitMix64(seed: 5)
+        let rows = (0..<(count * size)).map { _ in Float.random(in: -1...1, using: &generator) }
+        let scales = (0..<size).map { _ in Float.random(in: -4...4, using: &generator) }
+        var correlation = InputCorrelation(size: size)
+        correlation.add(rows: rows, count: count)
+        var expected = InputCorrelation(size: size)
+        expected.add(rows: rows.indices.map { rows[$0] * scales[$0 % size] }, count: count)
+        let actual = correlation.scaled(by: scales.map(Double.init))
         for index in 0..<(size * size) { #expect(abs(actual.matrix[index] - expected.matrix[index]) < 1e-4, "element \(index)") }
     }
 }
