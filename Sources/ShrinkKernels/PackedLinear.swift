@@ -35,6 +35,8 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
     let weight: EncodedTensor
     /// Codes or indices unpacked at load (widths other than 4 and 8 bits), freed with the layer.
     let unpacked: UnsafeMutableBufferPointer<UInt8>?
+    /// The decoded rows and products of `forward`'s workers, kept between calls.
+    private let rowScratch = ScratchBuffer()
 
     enum Layout {
         /// Per row: `blocksPerRow` (scale, offset) pairs; `codes` row stride in bytes.
@@ -325,43 +327,55 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
             forwardThroughBLAS(x, rows: rows, into: &y)
             return
         }
-        let rowScale = outputScales
         // Contiguous row ranges, one per thread: each output is computed the same way whatever the
         // thread count, so results are identical run to run.
         let workers = workerCount(threads: threads, work: rows * outFeatures * inFeatures, outFeatures: outFeatures,
                                   minimumWork: minimumWorkPerThread)
-        y.withUnsafeMutableBufferPointer { output in
-            x.withUnsafeBufferPointer { input in
-                nonisolated(unsafe) let out = output.baseAddress!, inp = input.baseAddress!
-                let work: @Sendable (Int) -> Void = { worker in
-                    // Four decoded weight rows at a time, multiplied with every input row.
-                    let tile = 4
-                    let scratch = UnsafeMutablePointer<Float>.allocate(capacity: self.inFeatures * tile)
-                    let products = UnsafeMutablePointer<Float>.allocate(capacity: rows * tile)
-                    defer { scratch.deallocate(); products.deallocate() }
-                    let end = self.outFeatures * (worker + 1) / workers
-                    var row = self.outFeatures * worker / workers
-                    while row < end {
-                        if rows == 1, let value = self.fusedDot(row: row, x: inp, scratch: scratch) {
-                            out[row] = value * (rowScale?[row] ?? 1) + (self.bias?[row] ?? 0)
-                            row += 1
-                            continue
-                        }
-                        let count = min(tile, end - row)
-                        for offset in 0..<count { self.decodeRow(row + offset, into: scratch + offset * self.inFeatures) }
-                        self.variant.gemmNT(scratch, count, inp, rows, self.inFeatures, products, tile)
-                        for offset in 0..<count {
-                            let scale = rowScale?[row + offset] ?? 1, shift = self.bias?[row + offset] ?? 0
-                            for m in 0..<rows { out[m * self.outFeatures + row + offset] = products[m * tile + offset] * scale + shift }
-                        }
-                        row += count
-                    }
+        let stride = DecodeJob.tile * (inFeatures + rows)
+        rowScratch.withBytes(workers * stride * MemoryLayout<Float>.stride) { raw in
+            y.withUnsafeMutableBufferPointer { output in
+                x.withUnsafeBufferPointer { input in
+                    let job = DecodeJob(layer: self, x: input.baseAddress!, rows: rows, y: output.baseAddress!,
+                                        scratch: raw.bindMemory(to: Float.self, capacity: workers * stride), stride: stride)
+                    if workers == 1 { job.run(worker: 0, of: 1) } else { WorkerPool.shared.run(workers, job) }
                 }
-                if workers == 1 {
-                    work(0)
-                } else {
-                    WorkerPool.shared.run(workers, work)
+            }
+        }
+    }
+
+    /// Rows of fewer than `blasRowThreshold` inputs: each worker decodes its share of weight rows,
+    /// `tile` at a time, into its `stride` floats of `scratch` and multiplies them with every input row.
+    struct DecodeJob: ParallelJob {
+        static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: DecodeJob.self).pointee.run(worker: worker, of: workers) } }
+        static let tile = 4
+        let layer: PackedLinear
+        let x: UnsafePointer<Float>
+        let rows: Int
+        let y: UnsafeMutablePointer<Float>
+        /// Per worker: `tile` decoded rows (`tile × inFeatures`), then `rows × tile` products.
+        let scratch: UnsafeMutablePointer<Float>
+        let stride: Int
+
+        func run(worker: Int, of workers: Int) {
+            let layer = layer, tile = Self.tile, inFeatures = layer.inFeatures, outFeatures = layer.outFeatures
+            let decoded = scratch + worker * stride, products = decoded + tile * inFeatures
+            let rowScale = layer.outputScales, bias = layer.bias
+            let rowRange = Parallel.range(worker: worker, of: workers, count: outFeatures)
+            var row = rowRange.lowerBound
+            while row < rowRange.upperBound {
+                if rows == 1, let value = layer.fusedDot(row: row, x: x, scratch: decoded) {
+                    y[row] = value * (rowScale?[row] ?? 1) + (bias?[row] ?? 0)
+                    row += 1
+                    continue
                 }
+                let count = min(tile, rowRange.upperBound - row)
+                for offset in 0..<count { layer.decodeRow(row + offset, into: decoded + offset * inFeatures) }
+                layer.variant.gemmNT(decoded, count, x, rows, inFeatures, products, tile)
+                for offset in 0..<count {
+                    let scale = rowScale?[row + offset] ?? 1, shift = bias?[row + offset] ?? 0
+                    for m in 0..<rows { y[m * outFeatures + row + offset] = products[m * tile + offset] * scale + shift }
+                }
+                row += count
             }
         }
     }

@@ -1,3 +1,4 @@
+import CAllocationCounter
 import Testing
 import ShrinkCompression
 import ShrinkCore
@@ -70,6 +71,32 @@ import ShrinkTestSupport
                     }.max()!
                     #expect(worst <= 0, "\(dtype) \(variant) \(shape) rows \(rows) threads \(threads): over the tolerance by \(worst)")
                 }
+            }
+        }
+    }
+
+    /// A steady-state forward pass below the BLAS threshold allocates nothing on the heap (the
+    /// workers' decoded rows are kept by the layer), whatever the encoding and thread count.
+    @Test(arguments: ["palette 4-bit kmeans", "int8 symmetric per-channel", "palette 3-bit vector 4 grouped"], [1, 2])
+    func forwardPassesDoNotAllocate(encoding: String, threads: Int) throws {
+        var generator = SeededGenerator(seed: 8)
+        let config = try #require(EncodingCatalog.all.first { $0.name == encoding }).config
+        let shape = [96, 64]
+        let weights = [
+            try WeightCompressor.encode(name: "w", tensor: try DenseTensor(converting: generator.floats(96 * 64), shape: shape), config: config),
+            try EncodedTensor(name: "w", shape: shape, sourceDType: .f16, encoding: .dense(.f16),
+                              parts: ["values": try DenseTensor(converting: generator.floats(96 * 64), to: .f16, shape: shape)]),
+        ]
+        for weight in weights {
+            let layer = PackedLinear(weight: weight, bias: generator.floats(96), threads: threads, minimumWorkPerThread: 0)
+            for rows in [1, 5] {
+                let x = generator.floats(rows * 64)
+                var y = [Float](repeating: 0, count: rows * 96)
+                layer.forward(x, rows: rows, into: &y)
+                shrink_count_allocations_begin()
+                layer.forward(x, rows: rows, into: &y)
+                let allocations = shrink_count_allocations_end()
+                #expect(allocations == 0, "\(weight.encoding.summary), \(rows) rows, \(threads) threads: \(allocations) allocations")
             }
         }
     }
