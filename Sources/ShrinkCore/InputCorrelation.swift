@@ -74,8 +74,18 @@ public struct InputCorrelation: Sendable, Equatable {
     /// The correlation of the inputs reordered so that new input `i` is old input `order[i]`.
     public func permuted(_ order: [Int]) -> InputCorrelation {
         precondition(order.count == size)
-        var result = self
-        for i in 0..<size { for j in 0..<size { result.matrix[i * size + j] = matrix[order[i] * size + order[j]] } }
-        return result
+        let size = size
+        let permuted = [Double](unsafeUninitializedCapacity: size * size) { target, initialized in
+            matrix.withUnsafeBufferPointer { source in
+                order.withUnsafeBufferPointer { order in
+                    for i in 0..<size {
+                        let row = source.baseAddress! + order[i] * size, out = target.baseAddress! + i * size
+                        for j in 0..<size { out[j] = row[order[j]] }
+                    }
+                }
+            }
+            initialized = size * size
+        }
+        return InputCorrelation(size: size, matrix: permuted, rows: rows)
     }
 }
