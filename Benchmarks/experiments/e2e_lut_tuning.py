@@ -6,7 +6,8 @@ sentences). Prints the mean cosine to fp32 over the 2,552 unique STS-B test sent
 after each epoch, with the LUTs as trained and rounded back to their int8 grids.
 
     python3 e2e_lut_tuning.py <compressed.safetensors> <unique test sentences, one per line>
-    env: EPOCHS (6), LR (3e-4, relative to each tensor's mean magnitude), EXTRA, SMALL (1: tune biases and norms)
+    env: EPOCHS (6), LR (3e-4, relative to each tensor's mean magnitude), EXTRA, SMALL (1: tune biases and norms),
+         OUTPUT (a copy of the compressed file with the tuned LUTs, on their int8 grid, and biases and norms)
 
 Needs jax, numpy, safetensors, tokenizers (PyPI) and the model in ~/.cache/shrink/models.
 """
@@ -160,3 +161,25 @@ for epoch in range(epochs):
         params = jax.tree_util.tree_map(lambda p, a, b, s: p - cur * s * (a / (1 - 0.9 ** step)) / (jnp.sqrt(b / (1 - 0.999 ** step)) + 1e-12), params, m, v, scales)
     small = dict(small0); small.update(params['small'])
     print(f'epoch {epoch} train loss {total / len(train):.5f} test {evaluate(params["luts"], small):.4f} quantized {evaluate(quantize_luts(params["luts"]), small):.4f} ({time.time() - t0:.0f} s)', flush=True)
+
+output = os.environ.get('OUTPUT')
+if output:
+    from safetensors.numpy import save_file
+    import safetensors
+    with safetensors.safe_open(sys.argv[1], framework='numpy') as opened:
+        tensors = {k: opened.get_tensor(k) for k in opened.keys()}
+    for name, lut in params['luts'].items():
+        lut = np.asarray(lut, np.float32)
+        lo, hi = min(float(lut.min()), 0.0), max(float(lut.max()), 0.0)
+        scale = np.float32((hi - lo) / 255)
+        zero = np.float32(np.round(-lo / scale) - 128)
+        q = np.clip(np.round(lut / scale + zero), -128, 127)
+        old = tensors[name + '#lut']
+        tensors[name + '#lut'] = q.astype(old.dtype).reshape(old.shape)
+        tensors[name + '#lut_scales'] = np.array([scale]).astype(tensors[name + '#lut_scales'].dtype)
+        if name + '#lut_zero_points' in tensors:
+            tensors[name + '#lut_zero_points'] = np.array([zero]).astype(tensors[name + '#lut_zero_points'].dtype)
+    for name, value in params['small'].items():
+        tensors[name] = np.asarray(value, np.float32).astype(tensors[name].dtype)
+    save_file(tensors, output, metadata=meta)
+    print('wrote', output)
