@@ -165,10 +165,8 @@ public enum ModelCompressor {
         let absorbed = encodedModel.residualRotation?.norms ?? []
         for name in store.names where !encodedNames.contains(name) {
             switch store.tensor(named: name) {
-            case .dense(let tensor) where absorbed.contains(name):
-                dense.append((name, try DenseTensor(converting: [Float](repeating: 1, count: tensor.elementCount), shape: tensor.shape)))
-            case .encoded(let tensor) where absorbed.contains(name):
-                dense.append((name, try DenseTensor(converting: [Float](repeating: 1, count: tensor.elementCount), shape: tensor.shape)))
+            case .some(let norm) where absorbed.contains(name):
+                dense.append((name, try DenseTensor(converting: [Float](repeating: 1, count: norm.shape.reduce(1, *)), shape: norm.shape)))
             case .dense(let tensor): dense.append((name, tensor))
             case .encoded(let tensor): keptEncoded.append(tensor)
             case nil: throw ShrinkIOError.tensorNotFound(path: store.path, tensor: name)
@@ -254,12 +252,12 @@ public enum ModelCompressor {
                 tensors.append((name, tensor))
             case .dense(let tensor):
                 var values = tensor.floats()
-                fold?.unfold(name, values: &values, shape: tensor.shape)
+                try fold?.unfold(name, values: &values, shape: tensor.shape)
                 tensors.append((name, try DenseTensor(converting: values, to: tensor.dtype.isFloatingPoint ? tensor.dtype : .f32, shape: tensor.shape)))
             case .encoded(let encoded):
                 let dtype: DType = [.f16, .bf16].contains(encoded.sourceDType) ? encoded.sourceDType : .f32
                 var values = encoded.decode()
-                fold?.unfold(name, values: &values, shape: encoded.shape)
+                try fold?.unfold(name, values: &values, shape: encoded.shape)
                 tensors.append((name, try DenseTensor(converting: values, to: dtype, shape: encoded.shape)))
             }
         }

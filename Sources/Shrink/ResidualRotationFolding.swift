@@ -57,7 +57,7 @@ struct ResidualRotationFolding: Sendable {
         guard norm != nil || fold.writers.contains(name) else { return (tensor, config, correlation) }
         var values = tensor.floats()
         let scale = norm.map { normScales[$0]! }
-        fold.fold(name, values: &values, shape: tensor.shape, normScale: scale)
+        try fold.fold(name, values: &values, shape: tensor.shape, normScale: scale)
         let rotated = try DenseTensor(converting: values, shape: tensor.shape)
         guard let scale else { return (rotated, config, correlation) }
         var readerConfig = config

@@ -173,7 +173,7 @@ public enum LayerErrors {
             guard let stored = source.tensor(named: tensor.name), stored.shape == tensor.shape else { continue }
             var reference = stored.decodedFloats(), decoded = tensor.decode()
             if let fold {
-                fold.unfold(tensor.name, values: &decoded, shape: tensor.shape)
+                try fold.unfold(tensor.name, values: &decoded, shape: tensor.shape)
                 if let norm = fold.readers[tensor.name], let scale = source.tensor(named: norm)?.decodedFloats(), scale.count == tensor.shape.last {
                     for index in reference.indices { reference[index] *= scale[index % scale.count] }
                 }

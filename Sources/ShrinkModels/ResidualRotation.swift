@@ -128,30 +128,42 @@ public struct FoldedResidualRotation: Sendable, Equatable {
     /// Weight `name` (`[rows, columns]`, row-major) in the rotated basis: a reader's `W·D·Qᵀ`
     /// (each row scaled by `normScale`, then rotated), a writer's `Q·W` (each column rotated);
     /// other weights unchanged. `O(rows · columns · log d)`.
-    public func fold(_ name: String, values: inout [Float], shape: [Int], normScale: [Float]?) {
+    /// - Throws: `ModelError.invalidWeight` when a reader's inputs, its norm or a writer's outputs
+    ///   are not the rotation's width.
+    public func fold(_ name: String, values: inout [Float], shape: [Int], normScale: [Float]?) throws(ModelError) {
+        try checkWidth(name, shape: shape, normScale: normScale)
         guard shape.count == 2 else { return }
         if readers[name] != nil, let normScale {
-            precondition(shape[1] == rotation.size && normScale.count == rotation.size)
             Self.eachRow(&values, columns: shape[1]) { row in
                 for index in 0..<shape[1] { row[index] *= normScale[index] }
                 rotation.rotate(row)
             }
         } else if writers.contains(name) {
-            precondition(shape[0] == rotation.size)
             Self.eachColumn(&values, rows: shape[0], columns: shape[1]) { rotation.rotate($0) }
         }
     }
 
     /// The inverse of `fold` up to the norm scale: a reader's stored `W'` becomes `W'·Q` (which is
     /// `W·D`, the weight of the model whose reading norms have scale 1), a writer's `Qᵀ·W'`.
-    public func unfold(_ name: String, values: inout [Float], shape: [Int]) {
+    /// - Throws: `ModelError.invalidWeight` as `fold` does.
+    public func unfold(_ name: String, values: inout [Float], shape: [Int]) throws(ModelError) {
+        try checkWidth(name, shape: shape, normScale: nil)
         guard shape.count == 2 else { return }
         if readers[name] != nil {
-            precondition(shape[1] == rotation.size)
             Self.eachRow(&values, columns: shape[1]) { rotation.unrotate($0) }
         } else if writers.contains(name) {
-            precondition(shape[0] == rotation.size)
             Self.eachColumn(&values, rows: shape[0], columns: shape[1]) { rotation.unrotate($0) }
+        }
+    }
+
+    /// A reader must be `[rows, size]` (its norm `size` floats), a writer `[size, columns]`.
+    private func checkWidth(_ name: String, shape: [Int], normScale: [Float]?) throws(ModelError) {
+        let size = rotation.size
+        if readers[name] != nil, shape.count != 2 || shape[1] != size || (normScale.map { $0.count != size } ?? false) {
+            throw .invalidWeight(tensor: name, reason: "reads a residual stream of \(size) but has shape \(Shape.describe(shape))")
+        }
+        if writers.contains(name), shape.count != 2 || shape[0] != size {
+            throw .invalidWeight(tensor: name, reason: "writes a residual stream of \(size) but has shape \(Shape.describe(shape))")
         }
     }
 

@@ -29,9 +29,9 @@ import ShrinkTestSupport
             if fold.norms.contains(name) {
                 values = [Float](repeating: 1, count: values.count)
             } else if let norm = fold.readers[name] {
-                fold.fold(name, values: &values, shape: stored.shape, normScale: try #require(store.tensor(named: norm)).decodedFloats())
+                try fold.fold(name, values: &values, shape: stored.shape, normScale: try #require(store.tensor(named: norm)).decodedFloats())
             } else {
-                fold.fold(name, values: &values, shape: stored.shape, normScale: nil)
+                try fold.fold(name, values: &values, shape: stored.shape, normScale: nil)
             }
             dense.append((name, try DenseTensor(converting: values, shape: stored.shape)))
         }
@@ -173,12 +173,22 @@ import ShrinkTestSupport
                                 metadata: file.metadata.merging([key: partial.metadataValue]) { $1 })
         try model.write(to: folder.file("partial.safetensors"))
         #expect(throws: ModelError.self) { try Self.logits(folder.file("partial.safetensors"), tokens: [1]) }
+        // A fold whose reader has another width: decompress refuses it, naming the tensor.
+        let other = FoldedResidualRotation(rotation: HadamardRotation(size: 2 * stream.width, seed: 5),
+                                           stream: ResidualStream(width: 2 * stream.width, readers: stream.readers, writers: stream.writers))
+        model.metadata[key] = other.metadataValue
+        try model.write(to: folder.file("wide.safetensors"))
+        #expect { try ModelCompressor.decompress(input: folder.file("wide.safetensors"), output: folder.file("wide-plain.safetensors")) } throws: { error in
+            guard case ModelError.invalidWeight(let tensor, _) = error else { return false }
+            return other.readers[tensor] != nil || other.writers.contains(tensor)
+        }
+        #expect(!FileManager.default.fileExists(atPath: folder.file("wide-plain.safetensors")))
     }
 
     /// Folding then unfolding gives a reader's weight times its norm's scale and a writer's
     /// weight back, for both Hadamard block choices.
     @Test(arguments: HadamardRotation.Block.allCases)
-    func unfoldInvertsFold(block: HadamardRotation.Block) {
+    func unfoldInvertsFold(block: HadamardRotation.Block) throws {
         let width = 96, inputs = 40
         var generator = SplitMix64(seed: 11)
         func random(_ count: Int) -> [Float] { (0..<count).map { _ in Float(generator.next() % 2001) / 1000 - 1 } }
@@ -186,13 +196,13 @@ import ShrinkTestSupport
         let fold = FoldedResidualRotation(rotation: HadamardRotation(size: width, seed: 4, block: block), stream: stream)
         let reader = random(inputs * width), writer = random(width * inputs), scale = random(width)
         var folded = reader
-        fold.fold("r.weight", values: &folded, shape: [inputs, width], normScale: scale)
-        fold.unfold("r.weight", values: &folded, shape: [inputs, width])
+        try fold.fold("r.weight", values: &folded, shape: [inputs, width], normScale: scale)
+        try fold.unfold("r.weight", values: &folded, shape: [inputs, width])
         #expect(zip(folded, reader.indices.map { reader[$0] * scale[$0 % width] }).allSatisfy { abs($0 - $1) <= 1e-5 })
         var written = writer
-        fold.fold("w.weight", values: &written, shape: [width, inputs], normScale: nil)
+        try fold.fold("w.weight", values: &written, shape: [width, inputs], normScale: nil)
         #expect(written != writer)
-        fold.unfold("w.weight", values: &written, shape: [width, inputs])
+        try fold.unfold("w.weight", values: &written, shape: [width, inputs])
         #expect(zip(written, writer).allSatisfy { abs($0 - $1) <= 1e-5 })
     }
 }
