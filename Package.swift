@@ -21,7 +21,7 @@ let package = Package(
         .target(name: "CShrinkKernels", cSettings: [.unsafeFlags(["-O3"])]),
         .target(name: "ShrinkKernels", dependencies: ["ShrinkCore", "CBLAS", "CShrinkKernels"], swiftSettings: kernelSettings),
         .target(name: "ShrinkCompression", dependencies: ["ShrinkCore", "CBLAS", "CShrinkKernels"], swiftSettings: kernelSettings),
-        .target(name: "ShrinkModels", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkKernels"]),
+        .target(name: "ShrinkModels", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkKernels", "CBLAS"]),
         .target(name: "Shrink", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkKernels", "ShrinkCompression", "ShrinkModels"]),
         .target(name: "ShrinkEvaluation", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkCompression", "ShrinkIO"]),
         .target(name: "ShrinkTesting", dependencies: ["ShrinkEvaluation", "Shrink"]),

@@ -15,6 +15,11 @@ data/calibration/smollm2-calibration.txt (SmolLM2's recipes): 256 WikiText-2 val
 of more than 200 characters, evenly spaced, as the file writes them (the text a perplexity run
 reads is in the same tokenized form), one per line.
 
+data/calibration/minilm-tuning.txt (what `"tune"` trains MiniLM's LUTs, biases and norms on): the
+first 1,088 lines of minilm-calibration.txt (the shipped recipes' calibration limit), then every
+other distinct STS Benchmark train sentence that the test split does not also contain, shuffled
+(seed 11).
+
 data/calibration/stsb-train-scan.csv (what `shrink sensitivity --data` scans MiniLM's searched
 recipes on): 200 STS Benchmark train pairs, rows as in the split's file, drawn at random (seed 7) in
 the test split's genre proportions (90 captions, 37 forum posts, 73 news sentences; the first 200
@@ -58,6 +63,18 @@ out = os.path.join(os.path.dirname(__file__), "..", "data", "calibration", "smol
 with open(out, "w", encoding="utf-8") as f:
     f.write("\n".join(raw) + "\n")
 print(f"wrote {len(raw)} lines to {os.path.normpath(out)}")
+
+with open(os.path.join(data, "stsb", "sts-test.csv"), encoding="utf-8") as f:
+    test = {s.strip() for line in f for s in line.rstrip("\n").split("\t")[5:7]}
+head = lines[:1088]
+used = set(head)
+rest = [s for s in seen if s not in used and s not in test]
+rest.sort()
+random.Random(11).shuffle(rest)
+out = os.path.join(os.path.dirname(__file__), "..", "data", "calibration", "minilm-tuning.txt")
+with open(out, "w", encoding="utf-8") as f:
+    f.write("\n".join(head + rest) + "\n")
+print(f"wrote {len(head) + len(rest)} lines to {os.path.normpath(out)}")
 
 with open(os.path.join(data, "stsb", "sts-train.csv"), encoding="utf-8") as f:
     rows = f.readlines()

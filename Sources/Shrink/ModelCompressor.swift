@@ -39,6 +39,8 @@ public struct CompressionSummary: Codable, Sendable {
     public let kept: [String: String]
     /// Whether a rotation of the residual stream was folded into the weights, and where.
     public let residualRotation: String?
+    /// What end-to-end tuning did, when the recipe tunes.
+    public let tuning: TuningSummary?
     public let seconds: Double
 
     /// `bytesBefore / bytesAfter`.
@@ -149,14 +151,23 @@ public enum ModelCompressor {
         return config.isCalibrated ? elements * (1 + Double(tensor.shape.last ?? 1) / 256) : elements
     }
 
-    /// Compresses the model at `model` with `recipe` into `output` (`encode`, then the container
-    /// written atomically).
+    /// Compresses the model at `model` with `recipe` into `output` (`encode`, then end-to-end
+    /// tuning when the recipe has `tune`, then the container written atomically).
     public static func compress(model: ModelLocation, recipe: Recipe, output: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
                                 calibrationCache: CalibrationCache? = nil,
                                 progress: @Sendable (TensorCompressionReport) -> Void = { _ in }) throws -> CompressionSummary {
         let start = DispatchTime.now()
+        // Tuning's model and text are checked before the encoding they would follow.
+        let tuningInputs = try recipe.tuning.map { try EndToEndTuning.inputs(model: model, config: $0, recipeFile: recipe.file) }
         let encodedModel = try encode(model: model, recipe: recipe, threads: threads, calibrationCache: calibrationCache, progress: progress)
         let store = encodedModel.store, kept = encodedModel.kept, sourceDigest = encodedModel.sourceDigest
+        var encodedTensors = encodedModel.tensors
+        var tunedDense: [String: DenseTensor] = [:]
+        var tuning: TuningSummary?
+        if let config = recipe.tuning, let tuningInputs {
+            let tuned = try EndToEndTuning.tune(tuningInputs, store: store, encoded: encodedTensors, config: config, threads: threads)
+            (encodedTensors, tunedDense, tuning) = (tuned.tensors, tuned.dense, tuned.summary)
+        }
         // Tensors the recipe keeps stay as stored: dense ones dense, a GGUF file's block types in
         // their encoding.
         let encodedNames = Set(encodedModel.tensors.map(\.name))
@@ -167,7 +178,7 @@ public enum ModelCompressor {
             switch store.tensor(named: name) {
             case .some(let norm) where absorbed.contains(name):
                 dense.append((name, try DenseTensor(converting: [Float](repeating: 1, count: norm.shape.reduce(1, *)), shape: norm.shape)))
-            case .dense(let tensor): dense.append((name, tensor))
+            case .dense(let tensor): dense.append((name, tunedDense[name] ?? tensor))
             case .encoded(let tensor): keptEncoded.append(tensor)
             case nil: throw ShrinkIOError.tensorNotFound(path: store.path, tensor: name)
             }
@@ -182,10 +193,17 @@ public enum ModelCompressor {
         metadata["shrink.source"] = (model.weightsPath as NSString).lastPathComponent
         metadata["shrink.source_sha256"] = sourceDigest
         if let fold = encodedModel.residualRotation { metadata[FoldedResidualRotation.metadataKey] = fold.metadataValue }
-        let encoded = encodedModel.tensors + keptEncoded
+        let encoded = encodedTensors + keptEncoded
         try CompressedModel(denseTensors: dense, encodedTensors: encoded, metadata: metadata).write(to: output)
 
-        let reports = encodedModel.reports
+        // Tuned tensors' SNR against the source, recomputed (their bytes are as encoded).
+        let reports = try zip(encodedModel.reports, encodedTensors).map { report, tensor in
+            guard tuning != nil, tensor.parts["lut"] != nil else { return report }
+            let snr = WeightError.snr(original: try denseSource(store, tensor.name).floats(), decoded: tensor.decode())
+            return TensorCompressionReport(name: report.name, encoding: report.encoding, rule: report.rule, elements: report.elements,
+                                           bytesBefore: report.bytesBefore, bytesAfter: tensor.byteCount, bitsPerWeight: tensor.bitsPerWeight,
+                                           snrDecibels: snr.isFinite ? snr : nil, seconds: report.seconds)
+        }
         let keptBytes = dense.reduce(0) { $0 + $1.tensor.byteCount } + keptEncoded.reduce(0) { $0 + $1.byteCount }
         let sourceBytes = store.names.reduce(0) { total, name in total + (store.storage(of: name)?.bytes ?? 0) }
         return CompressionSummary(
@@ -196,7 +214,8 @@ public enum ModelCompressor {
             compressedElements: reports.reduce(0) { $0 + $1.elements },
             compressedBytesBefore: reports.reduce(0) { $0 + $1.bytesBefore },
             compressedBytesAfter: reports.reduce(0) { $0 + $1.bytesAfter },
-            tensors: reports, kept: kept, residualRotation: encodedModel.residualRotationNote, seconds: seconds(since: start))
+            tensors: reports, kept: kept, residualRotation: encodedModel.residualRotationNote, tuning: tuning,
+            seconds: seconds(since: start))
     }
 
     /// The input correlations that calibrated configs need, for the linear weights `weights`

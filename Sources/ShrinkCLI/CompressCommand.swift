@@ -40,6 +40,11 @@ enum CompressCommand {
             "  tensors compressed: \(summary.tensors.count), kept as they were: \(summary.kept.count)",
         ]
         if let rotation = summary.residualRotation { lines.append("  " + rotation) }
+        if let tuning = summary.tuning {
+            lines.append("  tuned end to end: \(tuning.tunedPalettes) palettes' LUTs, biases and norms, \(tuning.steps) steps over \(tuning.lines) inputs "
+                         + "in \(TextTable.fixed(tuning.seconds, digits: 1)) s; mean cosine to the uncompressed model over \(tuning.evaluatedLines) of them "
+                         + "\(TextTable.fixed(tuning.cosineBefore, digits: 4)) → \(TextTable.fixed(tuning.cosineAfter, digits: 4))")
+        }
         return (lines + [
             "  bytes: \(TextTable.grouped(summary.bytesBefore)) → \(TextTable.grouped(summary.bytesAfter)) (ratio \(TextTable.fixed(summary.ratio, digits: 2))×)",
             "  bits per weight: \(TextTable.fixed(summary.compressedBitsPerWeight, digits: 2)) over compressed tensors, \(TextTable.fixed(summary.overallBitsPerWeight, digits: 2)) overall",

@@ -250,3 +250,36 @@ struct LUTGrid {
         ]
     }
 }
+
+extension EncodedTensor {
+    /// This tensor (a palette, or a rotated palette) with its LUTs replaced by `luts`
+    /// (`[groups, entries, vector size]` floats, as `EncodedTensor.paletteLUTs()` gives them):
+    /// an `I8` LUT is put on a grid fitted to each group's new entries (`LUTGrid(fitting:)`, each
+    /// entry then within half a step of its value), other LUT dtypes are converted; indices and
+    /// every other part stay as they are.
+    /// - Throws: `CompressionError.invalidWeight` naming the tensor when it is no palette or
+    ///   `luts` has the wrong size.
+    public func replacingPaletteLUTs(_ luts: [Float]) throws(CompressionError) -> EncodedTensor {
+        let base: WeightEncoding
+        if case .rotated(_, let inner) = encoding { base = inner } else { base = encoding }
+        guard case .palette(let layout) = base, let stored = parts["lut"] else {
+            throw .invalidWeight(tensor: name, reason: "only a palette's LUTs can be replaced")
+        }
+        guard luts.count == stored.shape.reduce(1, *), let groups = stored.shape.first, groups > 0 else {
+            throw .invalidWeight(tensor: name, reason: "\(luts.count) LUT values where the palette stores \(stored.shape.reduce(1, *))")
+        }
+        var parts = self.parts
+        if layout.lutDType == .i8 {
+            let width = luts.count / groups
+            let grids = (0..<groups).map { LUTGrid(fitting: Array(luts[($0 * width)..<(($0 + 1) * width)])) }
+            parts.merge(LUTGrid.parts(luts: luts, grids: grids, shape: stored.shape)) { $1 }
+        } else {
+            parts["lut"] = try! DenseTensor(converting: luts, to: layout.lutDType, shape: stored.shape)
+        }
+        do {
+            return try EncodedTensor(name: name, shape: shape, sourceDType: sourceDType, encoding: encoding, parts: parts)
+        } catch {
+            throw .invalidWeight(tensor: name, reason: "\(error)")
+        }
+    }
+}

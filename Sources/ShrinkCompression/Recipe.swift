@@ -34,6 +34,8 @@ public struct Recipe: Sendable {
     public let foldRotations: Bool
     /// The calibration data for calibrated methods (`"method": "gptq"`), if the recipe names any.
     public let calibration: CalibrationData?
+    /// End-to-end tuning after encoding (recipe key `tune`), if the recipe asks for it.
+    public let tuning: TuningConfig?
     /// The recipe as compact JSON, recorded in compressed files.
     public let canonicalJSON: String
 
@@ -90,6 +92,10 @@ public struct Recipe: Sendable {
         if let value = reader.value("calibration") {
             calibration = try CalibrationData.decode(value, file: file, keyPath: "calibration")
         }
+        var tuning: TuningConfig?
+        if let value = reader.value("tune") {
+            tuning = try TuningConfig.decode(value, file: file, keyPath: "tune")
+        }
         try reader.finish()
         let configs = [global] + opTypes.map(\.config) + opNames.map(\.config)
         if calibration == nil, configs.contains(where: { $0?.isCalibrated == true }) {
@@ -97,18 +103,18 @@ public struct Recipe: Sendable {
                                  reason: "\"method\": \"gptq\" needs calibration data: add \"calibration\": {\"data\": \"<text file>\"}")
         }
         return Recipe(file: file, global: global, opType: opTypes, opName: opNames, weightThreshold: threshold, foldRotations: foldRotations,
-                      calibration: calibration, canonicalJSON: root.serialized())
+                      calibration: calibration, tuning: tuning, canonicalJSON: root.serialized())
     }
 }
 
 extension Recipe {
     /// A recipe that compresses exactly the tensors of `configs` (by name), each with its config,
-    /// and leaves every other tensor alone, folding no rotation; calibration as in this recipe. `canonicalJSON` records
+    /// and leaves every other tensor alone, folding no rotation and tuning nothing; calibration as in this recipe. `canonicalJSON` records
     /// this recipe's JSON and the tensors it was restricted to.
     public func restricted(to configs: [(tensor: String, config: OpCompressionConfig)]) -> Recipe {
         let names = JSONValue.array(configs.map { .string($0.tensor) }).serialized()
         return Recipe(file: file, global: nil, opType: [], opName: configs.map { ($0.tensor, $0.config) }, weightThreshold: 0,
-                      foldRotations: false, calibration: calibration, canonicalJSON: "{\"restricted_to\":\(names),\"recipe\":\(canonicalJSON)}")
+                      foldRotations: false, calibration: calibration, tuning: nil, canonicalJSON: "{\"restricted_to\":\(names),\"recipe\":\(canonicalJSON)}")
     }
 
     /// The JSON of the op config a plan rule names (`global`, `op_type.linear`,
@@ -154,14 +160,65 @@ public struct CalibrationData: Sendable, Equatable {
 
     static func decode(_ value: JSONValue, file: String, keyPath: String) throws(CompressionError) -> CalibrationData {
         var reader = try ConfigReader(value, file: file, keyPath: keyPath)
-        guard let data = reader.value("data")?.stringValue, !data.isEmpty else {
-            throw reader.fail("data", "expected the path of a text file with one calibration input per line")
-        }
-        let limit = try reader.integer("limit", default: 512, range: 1...1 << 24)
+        let data = try read(&reader, defaultLimit: 512, purpose: "calibration")
         try reader.finish()
-        let folder = (file as NSString).deletingLastPathComponent
-        let path = data.hasPrefix("/") || folder.isEmpty ? data : folder + "/" + data
-        return CalibrationData(path: path, limit: limit)
+        return data
+    }
+
+    /// `data` (resolved against the recipe's folder) and `limit` from `reader`.
+    static func read(_ reader: inout ConfigReader, defaultLimit: Int, purpose: String) throws(CompressionError) -> CalibrationData {
+        guard let data = reader.value("data")?.stringValue, !data.isEmpty else {
+            throw reader.fail("data", "expected the path of a text file with one \(purpose) input per line")
+        }
+        let limit = try reader.integer("limit", default: defaultLimit, range: 1...1 << 24)
+        let folder = (reader.file as NSString).deletingLastPathComponent
+        return CalibrationData(path: data.hasPrefix("/") || folder.isEmpty ? data : folder + "/" + data, limit: limit)
+    }
+}
+
+/// End-to-end tuning (recipe key `tune`): after every tensor is encoded, the entries of palette
+/// LUTs (palettes without per-channel or block scales), every linear bias and every LayerNorm
+/// are trained together, indices and other encodings fixed, so that the compressed model's
+/// pooled sentence embeddings point where the uncompressed model's do (loss `1 − cos`), then the
+/// LUTs are put back on their stored grid. Adam (β 0.9, 0.999) with steps relative to each
+/// tensor's mean magnitude and a cosine-decayed learning rate, over shuffled batches. With
+/// `token_weight` λ > 0 each sentence's loss adds λ times the mean `1 − cos` of its last-layer
+/// token states to the uncompressed model's.
+///
+/// JSON: `{"data": "<text file>", "limit": 4096, "epochs": 2, "learning_rate": 0.003,
+/// "batch_size": 32, "token_weight": 0, "seed": 0}`; a relative `data` path is relative to the recipe's folder.
+public struct TuningConfig: Sendable, Equatable {
+    /// The text file (one input per line), resolved against the recipe's folder, and the most lines to use.
+    public let data: CalibrationData
+    public let epochs: Int
+    /// The step size relative to each tensor's mean magnitude, at the start of the cosine decay.
+    public let learningRate: Double
+    public let batchSize: Int
+    /// The weight of the token-state term.
+    public let tokenWeight: Double
+    /// Seeds the order of the batches.
+    public let seed: UInt64
+
+    public init(data: CalibrationData, epochs: Int, learningRate: Double, batchSize: Int, tokenWeight: Double = 0, seed: UInt64) {
+        self.data = data
+        self.epochs = epochs
+        self.learningRate = learningRate
+        self.batchSize = batchSize
+        self.tokenWeight = tokenWeight
+        self.seed = seed
+    }
+
+    static func decode(_ value: JSONValue, file: String, keyPath: String) throws(CompressionError) -> TuningConfig {
+        var reader = try ConfigReader(value, file: file, keyPath: keyPath)
+        let data = try CalibrationData.read(&reader, defaultLimit: 4096, purpose: "training")
+        let epochs = try reader.integer("epochs", default: 2, range: 1...1000)
+        let learningRate = try reader.number("learning_rate", range: 0...1, excludingUpper: true) ?? 0.003
+        let batchSize = try reader.integer("batch_size", default: 32, range: 1...4096)
+        let tokenWeight = try reader.number("token_weight", range: 0...100) ?? 0
+        let seed = try reader.integer("seed", default: 0, range: 0...Int.max)
+        try reader.finish()
+        return TuningConfig(data: data, epochs: epochs, learningRate: learningRate,
+                            batchSize: batchSize, tokenWeight: tokenWeight, seed: UInt64(seed))
     }
 }
 

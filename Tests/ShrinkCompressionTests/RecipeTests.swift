@@ -85,7 +85,7 @@ import ShrinkCore
     }
 
     @Test(arguments: [
-        (#"{"globl": {}}"#, "r.json: globl: unknown key (expected calibration, fold_rotations, global, op_name, op_type, weight_threshold)"),
+        (#"{"globl": {}}"#, "r.json: globl: unknown key (expected calibration, fold_rotations, global, op_name, op_type, tune, weight_threshold)"),
         (#"{"global": {"palettize": {"bits": 5}}}"#, "r.json: global.palettize.bits: 5 is not one of 1, 2, 3, 4, 6, 8"),
         (#"{"global": {"quantize": {"bits": 9}}}"#, "r.json: global.quantize.bits: 9 is outside 2…8"),
         (#"{"global": {"quantize": {"bits": 4, "granulrity": "per_block"}}}"#, "r.json: global.quantize.granulrity: unknown key"),
