@@ -174,11 +174,14 @@ enum EndToEndTuning {
         }
         let before = try meanCosine()
 
-        let normsAndBiases = graph.normAndBiasNames
+        // Dense tensors trained in place: norms and biases, and with `embeddings` the tables the recipe left dense.
+        let encodedNames = Set(encoded.map(\.name))
+        let tables = config.embeddings ? BertTrainingGraph.embeddingNames.filter { !encodedNames.contains($0) } : []
+        let normsAndBiases = graph.normAndBiasNames + tables
         var adam: [String: AdamState] = [:]
         for name in normsAndBiases { adam[name] = AdamState(graph.parameters.tensors[name]!) }
         for palette in palettes { adam[palette.weightName] = AdamState(palette.lut) }
-        let weightNames = Set(palettes.map(\.weightName))
+        let weightNames = Set(palettes.map(\.weightName) + tables)
         let totalSteps = config.epochs * batches.count
         var generator = SplitMix64(seed: config.seed)
         var step = 0
@@ -187,7 +190,6 @@ enum EndToEndTuning {
             for first in stride(from: 0, to: order.count, by: batch) {
                 let chosen = Array(order[first..<min(first + batch, order.count)])
                 let gradients = try shardedGradients(graph, sequences: chosen.map { sequences[$0] }, targets: chosen.flatMap { targets[($0 * hidden)..<(($0 + 1) * hidden)] },
-                                                     tokens: config.tokenWeight > 0 ? (teacher, Float(config.tokenWeight)) : nil,
                                                      weights: weightNames, threads: threads)
                 step += 1
                 let rate = config.learningRate * 0.5 * (1 + cos(Double.pi * Double(step) / Double(totalSteps)))
@@ -223,9 +225,8 @@ enum EndToEndTuning {
 
     /// The gradient of the batch mean of the loss over `sequences`: one shard per thread,
     /// contiguous and balanced by tokens, each shard's gradient weighted by its share of sentences.
-    /// With `tokens`, the token-state term against the reference graph's states, of that weight.
     static func shardedGradients(_ graph: BertTrainingGraph, sequences: [[Int32]], targets: [Float],
-                                 tokens: (reference: BertTrainingGraph, weight: Float)?, weights: Set<String>,
+                                 weights: Set<String>,
                                  threads: Int) throws -> [String: [Float]] {
         let hidden = graph.config.hiddenSize
         let tokenCount = sequences.reduce(0) { $0 + $1.count }
@@ -239,9 +240,7 @@ enum EndToEndTuning {
         let cuts = bounds
         let shards = try Parallel.map(bounds.count - 1, threads: threads) { shard -> [String: [Float]] in
             let range = cuts[shard]..<cuts[shard + 1]
-            let part = Array(sequences[range])
-            return graph.lossAndGradients(part, targets: Array(targets[(range.lowerBound * hidden)..<(range.upperBound * hidden)]),
-                                          tokenTargets: tokens?.reference.tokenStates(part), tokenWeight: tokens?.weight ?? 0,
+            return graph.lossAndGradients(Array(sequences[range]), targets: Array(targets[(range.lowerBound * hidden)..<(range.upperBound * hidden)]),
                                           weights: weights).gradients
         }
         var total = shards[0]

@@ -181,12 +181,10 @@ public struct CalibrationData: Sendable, Equatable {
 /// are trained together, indices and other encodings fixed, so that the compressed model's
 /// pooled sentence embeddings point where the uncompressed model's do (loss `1 − cos`), then the
 /// LUTs are put back on their stored grid. Adam (β 0.9, 0.999) with steps relative to each
-/// tensor's mean magnitude and a cosine-decayed learning rate, over shuffled batches. With
-/// `token_weight` λ > 0 each sentence's loss adds λ times the mean `1 − cos` of its last-layer
-/// token states to the uncompressed model's.
+/// tensor's mean magnitude and a cosine-decayed learning rate, over shuffled batches.
 ///
 /// JSON: `{"data": "<text file>", "limit": 4096, "epochs": 2, "learning_rate": 0.003,
-/// "batch_size": 32, "token_weight": 0, "seed": 0}`; a relative `data` path is relative to the recipe's folder.
+/// "batch_size": 32, "seed": 0}`; a relative `data` path is relative to the recipe's folder.
 public struct TuningConfig: Sendable, Equatable {
     /// The text file (one input per line), resolved against the recipe's folder, and the most lines to use.
     public let data: CalibrationData
@@ -194,17 +192,17 @@ public struct TuningConfig: Sendable, Equatable {
     /// The step size relative to each tensor's mean magnitude, at the start of the cosine decay.
     public let learningRate: Double
     public let batchSize: Int
-    /// The weight of the token-state term.
-    public let tokenWeight: Double
+    /// Whether the embedding tables the recipe leaves dense are trained too.
+    public let embeddings: Bool
     /// Seeds the order of the batches.
     public let seed: UInt64
 
-    public init(data: CalibrationData, epochs: Int, learningRate: Double, batchSize: Int, tokenWeight: Double = 0, seed: UInt64) {
+    public init(data: CalibrationData, epochs: Int, learningRate: Double, batchSize: Int, embeddings: Bool = false, seed: UInt64) {
         self.data = data
         self.epochs = epochs
         self.learningRate = learningRate
         self.batchSize = batchSize
-        self.tokenWeight = tokenWeight
+        self.embeddings = embeddings
         self.seed = seed
     }
 
@@ -214,11 +212,11 @@ public struct TuningConfig: Sendable, Equatable {
         let epochs = try reader.integer("epochs", default: 2, range: 1...1000)
         let learningRate = try reader.number("learning_rate", range: 0...1, excludingUpper: true) ?? 0.003
         let batchSize = try reader.integer("batch_size", default: 32, range: 1...4096)
-        let tokenWeight = try reader.number("token_weight", range: 0...100) ?? 0
+        let embeddings = try reader.boolean("embeddings", default: false)
         let seed = try reader.integer("seed", default: 0, range: 0...Int.max)
         try reader.finish()
         return TuningConfig(data: data, epochs: epochs, learningRate: learningRate,
-                            batchSize: batchSize, tokenWeight: tokenWeight, seed: UInt64(seed))
+                            batchSize: batchSize, embeddings: embeddings, seed: UInt64(seed))
     }
 }
 

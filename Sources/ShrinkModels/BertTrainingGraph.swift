@@ -22,7 +22,7 @@ public struct BertTrainingParameters: Sendable {
 /// Loss of a batch of `S` sentences with unit targets `t_s`: `L = (1/S) Σ_s (1 − ê_s · t_s)`, with
 /// `ê_s` the sentence's pooled embedding (`SentencePooling`: mean or CLS) scaled to unit length.
 /// `lossAndGradients` returns `∂L/∂θ` for every LayerNorm scale and shift, every linear bias, and
-/// the stored weights `W'` it is asked for. Tokens are packed as in `BertEncoder` (attention per
+/// the stored weights `W'` and embedding tables it is asked for. Tokens are packed as in `BertEncoder` (attention per
 /// sentence over its own tokens). Cost per batch of `N` tokens: three times a forward pass's
 /// `2·N·P` multiply-adds for the `P` linear weights (BLAS), plus attention's `O(Σ L_s²·hidden)`.
 public final class BertTrainingGraph: @unchecked Sendable {
@@ -69,6 +69,10 @@ public final class BertTrainingGraph: @unchecked Sendable {
         }
     }
 
+    /// The word, position and token-type embedding tables.
+    public static let embeddingNames = ["embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
+                                        "embeddings.token_type_embeddings.weight"]
+
     /// The names of the tensors `lossAndGradients` always differentiates: LayerNorm scales and
     /// shifts and linear biases.
     public var normAndBiasNames: [String] {
@@ -88,22 +92,11 @@ public final class BertTrainingGraph: @unchecked Sendable {
         return forward(sequences, tape: &tape, keep: false).unit
     }
 
-    /// The last layer's token states of `sequences`, packed sentence after sentence
-    /// (`tokens × hiddenSize` floats). - Precondition: as for `embeddings(_:)`.
-    public func tokenStates(_ sequences: [[Int32]]) -> [Float] {
-        var tape = Tape()
-        return forward(sequences, tape: &tape, keep: false).states
-    }
-
     /// The loss over `sequences` against `targets` (`count × hiddenSize` unit vectors) and its
-    /// gradient with respect to every tensor of `normAndBiasNames` and the weights `weights`.
-    /// With `tokenTargets` (the reference's `tokenStates`), each sentence's loss adds
-    /// `tokenWeight` times the mean over its tokens of `1 − cos(x_t, y_t)`, the last layer's
-    /// state against the reference's.
-    /// - Precondition: as for `embeddings(_:)`; `targets` has one row per sequence, `tokenTargets`
-    ///   one per token.
-    public func lossAndGradients(_ sequences: [[Int32]], targets: [Float], tokenTargets: [Float]? = nil, tokenWeight: Float = 0,
-                                 weights: Set<String>) -> (loss: Double, gradients: [String: [Float]]) {
+    /// gradient with respect to every tensor of `normAndBiasNames` and the tensors `weights`
+    /// (linear weights as stored, embedding tables).
+    /// - Precondition: as for `embeddings(_:)`; `targets` has one row per sequence.
+    public func lossAndGradients(_ sequences: [[Int32]], targets: [Float], weights: Set<String>) -> (loss: Double, gradients: [String: [Float]]) {
         let hidden = config.hiddenSize, count = sequences.count
         precondition(targets.count == count * hidden)
         var tape = Tape()
@@ -122,34 +115,10 @@ public final class BertTrainingGraph: @unchecked Sendable {
                 dPooled[s * hidden + c] = (dUnit - pooled.unit[s * hidden + c] * projection / Float(count)) / pooled.norms[s]
             }
         }
-        var dStates = [Float](repeating: 0, count: pooled.states.count)
-        if let tokenTargets {
-            precondition(tokenTargets.count == pooled.states.count)
-            // d(1 − cos(x, y))/dx = −(y/(|x||y|) − cos · x/|x|²), times tokenWeight/(S·L_s).
-            var token = 0
-            for length in tape.lengths {
-                let factor = tokenWeight / Float(count * length)
-                for _ in 0..<length {
-                    let base = token * hidden
-                    var (xy, xx, yy): (Float, Float, Float) = (0, 0, 0)
-                    for c in 0..<hidden {
-                        let (x, y) = (pooled.states[base + c], tokenTargets[base + c])
-                        xy += x * y; xx += x * x; yy += y * y
-                    }
-                    let (nx, ny) = (max(xx.squareRoot(), 1e-12), max(yy.squareRoot(), 1e-12))
-                    let cosine = xy / (nx * ny)
-                    loss += Double(factor * Float(count) * (1 - cosine))
-                    for c in 0..<hidden {
-                        dStates[base + c] = -factor * (tokenTargets[base + c] / (nx * ny) - cosine * pooled.states[base + c] / (nx * nx))
-                    }
-                    token += 1
-                }
-            }
-        }
         var gradients: [String: [Float]] = [:]
         for name in normAndBiasNames { gradients[name] = [Float](repeating: 0, count: parameters.tensors[name]!.count) }
         for name in weights { gradients[name] = [Float](repeating: 0, count: parameters.tensors[name]!.count) }
-        backward(dPooled: dPooled, dStates: dStates, tape: tape, gradients: &gradients)
+        backward(dPooled: dPooled, tape: tape, gradients: &gradients)
         return (loss / Double(count), gradients)
     }
 
@@ -157,6 +126,7 @@ public final class BertTrainingGraph: @unchecked Sendable {
 
     /// What the forward pass keeps for the backward pass.
     struct Tape {
+        var sequences: [[Int32]] = []
         var lengths: [Int] = []
         var embeddingNorm = NormTape()
         var layers: [LayerTape] = []
@@ -186,10 +156,11 @@ public final class BertTrainingGraph: @unchecked Sendable {
 
     func tensor(_ name: String) -> [Float] { parameters.tensors[name]! }
 
-    func forward(_ sequences: [[Int32]], tape: inout Tape, keep: Bool) -> (unit: [Float], norms: [Float], states: [Float]) {
+    func forward(_ sequences: [[Int32]], tape: inout Tape, keep: Bool) -> (unit: [Float], norms: [Float]) {
         let hidden = config.hiddenSize
         let rows = sequences.reduce(0) { $0 + $1.count }
         tape.lengths = sequences.map(\.count)
+        if keep { tape.sequences = sequences }
         let words = tensor("embeddings.word_embeddings.weight"), positions = tensor("embeddings.position_embeddings.weight")
         let types = tensor("embeddings.token_type_embeddings.weight")
         var states = [Float](repeating: 0, count: rows * hidden)
@@ -225,7 +196,7 @@ public final class BertTrainingGraph: @unchecked Sendable {
             for c in 0..<hidden { pooled[s * hidden + c] /= norms[s] }
             start += length
         }
-        return (pooled, norms, states)
+        return (pooled, norms)
     }
 
     func forward(layer: Int, _ input: [Float], rows: Int, lengths: [Int], tape: inout LayerTape) -> [Float] {
@@ -372,21 +343,20 @@ public final class BertTrainingGraph: @unchecked Sendable {
 
     // MARK: - Backward
 
-    /// Backward from the gradients of the pooled embeddings (before their unit scaling) and of
-    /// the last layer's token states (`dStates`, added to what pooling passes back).
-    func backward(dPooled: [Float], dStates initial: [Float], tape: Tape, gradients: inout [String: [Float]]) {
+    /// Backward from the gradients of the pooled embeddings (before their unit scaling).
+    func backward(dPooled: [Float], tape: Tape, gradients: inout [String: [Float]]) {
         let hidden = config.hiddenSize
         let rows = tape.lengths.reduce(0, +)
-        var dStates = initial
+        var dStates = [Float](repeating: 0, count: rows * hidden)
         var start = 0
         for (s, length) in tape.lengths.enumerated() {
             switch pooling.mode {
             case .mean:
                 for t in start..<(start + length) {
-                    for c in 0..<hidden { dStates[t * hidden + c] += dPooled[s * hidden + c] / Float(length) }
+                    for c in 0..<hidden { dStates[t * hidden + c] = dPooled[s * hidden + c] / Float(length) }
                 }
             case .cls:
-                for c in 0..<hidden { dStates[start * hidden + c] += dPooled[s * hidden + c] }
+                for c in 0..<hidden { dStates[start * hidden + c] = dPooled[s * hidden + c] }
             }
             start += length
         }
@@ -394,6 +364,19 @@ public final class BertTrainingGraph: @unchecked Sendable {
             dStates = backward(layer: layer, dOutput: dStates, rows: rows, lengths: tape.lengths, tape: tape.layers[layer], gradients: &gradients)
         }
         layerNormBackward(&dStates, rows: rows, name: "embeddings.LayerNorm", tape: tape.embeddingNorm, gradients: &gradients)
+        // x₀ = word[id] + position[p] + type[0]: each table's rows gather the gradients of their tokens.
+        for (kind, name) in Self.embeddingNames.enumerated() where gradients[name] != nil {
+            gradients[name]!.withUnsafeMutableBufferPointer { table in
+                var token = 0
+                for sequence in tape.sequences {
+                    for (position, id) in sequence.enumerated() {
+                        let row = [Int(id), position, 0][kind]
+                        for c in 0..<hidden { table[row * hidden + c] += dStates[token * hidden + c] }
+                        token += 1
+                    }
+                }
+            }
+        }
     }
 
     /// The gradient with respect to the layer's input, given the gradient of its output.

@@ -85,11 +85,11 @@ import ShrinkTestSupport
     }
 
     /// `∂L/∂θ · d` against `(L(θ + εd) − L(θ − εd)) / 2ε` for a random unit direction `d` per
-    /// tensor: every norm and bias, and four weights (two with input rotations), without and with
-    /// the token-state term (targets of length 3, weight 0.7). Float32 losses
+    /// tensor: every norm and bias, four weights (two with input rotations) and the three
+    /// embedding tables. Float32 losses
     /// of about 1 with ε 1e-2 leave rounding near 1e-6 and a curvature term near ε², both below
     /// the bound; a softmax gradient 10 % off fails it many times over.
-    @Test(arguments: [false, true]) func gradientsMatchFiniteDifferences(withTokenTerm: Bool) throws {
+    @Test func gradientsMatchFiniteDifferences() throws {
         let tensors = Dictionary(uniqueKeysWithValues: Self.randomTensors(seed: 5).map { ($0.name, $0.values) })
         let rotations = ["encoder.layer.0.attention.self.key.weight": HadamardRotation(size: 32, seed: 1),
                          "encoder.layer.1.output.dense.weight": HadamardRotation(size: 64, seed: 2)]
@@ -97,14 +97,15 @@ import ShrinkTestSupport
                                           parameters: BertTrainingParameters(tensors: tensors, rotations: rotations), threads: 2)
         let sequences = Self.sequences(count: 6, seed: 6)
         let targets = Self.unitRows(6, seed: 7)
-        let tokenTargets = withTokenTerm ? Self.unitRows(sequences.reduce(0) { $0 + $1.count }, seed: 9).map { 3 * $0 } : nil
         let weights: Set<String> = ["encoder.layer.0.attention.self.key.weight", "encoder.layer.0.attention.self.value.weight",
-                                    "encoder.layer.1.intermediate.dense.weight", "encoder.layer.1.output.dense.weight"]
+                                    "encoder.layer.1.intermediate.dense.weight", "encoder.layer.1.output.dense.weight",
+                                    "embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
+                                    "embeddings.token_type_embeddings.weight"]
         func evaluate(_ weights: Set<String>) -> (loss: Double, gradients: [String: [Float]]) {
-            graph.lossAndGradients(sequences, targets: targets, tokenTargets: tokenTargets, tokenWeight: 0.7, weights: weights)
+            graph.lossAndGradients(sequences, targets: targets, weights: weights)
         }
         let (loss, gradients) = evaluate(weights)
-        #expect(loss > (withTokenTerm ? 1 : 0.5), "random targets leave a loss near 1 per term: \(loss)")
+        #expect(loss > 0.5, "a random target leaves a loss near 1: \(loss)")
         var generator = SeededGenerator(seed: 8)
         var checked = 0
         for name in graph.normAndBiasNames + weights.sorted() {
@@ -123,7 +124,7 @@ import ShrinkTestSupport
             #expect(abs(numeric - analytic) <= 2e-5 + 0.005 * abs(analytic), "\(name): analytic \(analytic), numeric \(numeric)")
             checked += 1
         }
-        #expect(checked == 2 + 2 * (6 + 4) + 4)
+        #expect(checked == 2 + 2 * (6 + 4) + 7)
     }
 
     /// A model folder holding the random encoder of `randomTensors(seed: 11)`: its weights,
@@ -143,15 +144,16 @@ import ShrinkTestSupport
         return folder
     }
 
-    /// `tune` trains a 2-bit model's LUTs (one of them input-rotated), biases and norms: the
+    /// `tune` trains a 2-bit model's LUTs (one of them input-rotated), biases and norms (and with
+    /// `embeddings` the three embedding tables): the
     /// mean cosine to the uncompressed model rises, indices and LUT dtypes stay, and the runtime
     /// computes from the written file the cosine the summary reports.
-    @Test func tuningImprovesTheStoredModel() throws {
+    @Test(arguments: [false, true]) func tuningImprovesTheStoredModel(embeddings: Bool) throws {
         let folder = try Self.modelFolder()
         let location = try ModelLocation.resolve(folder.path)
         let palette = #"{"bits": 2, "granularity": "per_tensor", "lut_dtype": "int8"}"#
         let body = #"{"op_type": {"linear": {"palettize": \#(palette)}}, "op_name": {"encoder.layer.0.attention.self.key.weight": {"rotate": {}, "palettize": \#(palette)}}"#
-        let tuned = try Recipe.parse(Data((body + #", "tune": {"data": "text.txt", "epochs": 4, "learning_rate": 0.01, "batch_size": 8}}"#).utf8),
+        let tuned = try Recipe.parse(Data((body + #", "tune": {"data": "text.txt", "epochs": 4, "learning_rate": 0.01, "batch_size": 8, "embeddings": \#(embeddings)}}"#).utf8),
                                      file: folder.file("tuned.json"))
         let plain = try Recipe.parse(Data((body + "}").utf8), file: folder.file("plain.json"))
         let summary = try ModelCompressor.compress(model: location, recipe: tuned, output: folder.file("t.safetensors"), threads: 2)
@@ -172,7 +174,7 @@ import ShrinkTestSupport
             default: Issue.record("\(name) is stored differently")
             }
         }
-        #expect(changedDense == 12 + 2 * 5, "every linear bias and LayerNorm is tuned, nothing else: \(changedDense)")
+        #expect(changedDense == 12 + 2 * 5 + (embeddings ? 3 : 0), "every linear bias and LayerNorm (and embedding table) is tuned, nothing else: \(changedDense)")
 
         let text = try Calibration.lines(folder.file("text.txt"), limit: 96)
         let tokenizer = try WordPieceTokenizer(vocabularyFile: folder.file("vocab.txt"))
