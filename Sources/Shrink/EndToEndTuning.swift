@@ -12,6 +12,8 @@ public struct TuningSummary: Codable, Sendable {
     public let lines: Int
     public let steps: Int
     public let tunedPalettes: Int
+    /// Embedding tables trained (`"embeddings": true`).
+    public let tunedEmbeddingTables: Int
     /// Mean cosine of the compressed model's pooled embeddings to the uncompressed model's over
     /// the first `evaluatedLines` training inputs, before tuning and after (LUTs on their stored grid).
     public let evaluatedLines: Int
@@ -218,7 +220,7 @@ enum EndToEndTuning {
             dense[name] = try DenseTensor(converting: graph.parameters.tensors[name]!, to: source.dtype.isFloatingPoint ? source.dtype : .f32,
                                           shape: source.shape)
         }
-        let summary = TuningSummary(lines: sequences.count, steps: step, tunedPalettes: palettes.count, evaluatedLines: evaluated,
+        let summary = TuningSummary(lines: sequences.count, steps: step, tunedPalettes: palettes.count, tunedEmbeddingTables: tables.count, evaluatedLines: evaluated,
                                     cosineBefore: before, cosineAfter: after, seconds: ModelCompressor.seconds(since: start))
         return Result(tensors: tensors, dense: dense, summary: summary)
     }

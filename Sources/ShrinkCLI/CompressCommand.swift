@@ -41,7 +41,8 @@ enum CompressCommand {
         ]
         if let rotation = summary.residualRotation { lines.append("  " + rotation) }
         if let tuning = summary.tuning {
-            lines.append("  tuned end to end: \(tuning.tunedPalettes) palettes' LUTs, biases and norms, \(tuning.steps) steps over \(tuning.lines) inputs "
+            let tables = tuning.tunedEmbeddingTables > 0 ? ", \(tuning.tunedEmbeddingTables) embedding tables" : ""
+            lines.append("  tuned end to end: \(tuning.tunedPalettes) palettes' LUTs, biases and norms\(tables), \(tuning.steps) steps over \(tuning.lines) inputs "
                          + "in \(TextTable.fixed(tuning.seconds, digits: 1)) s; mean cosine to the uncompressed model over \(tuning.evaluatedLines) of them "
                          + "\(TextTable.fixed(tuning.cosineBefore, digits: 4)) → \(TextTable.fixed(tuning.cosineAfter, digits: 4))")
         }
