@@ -23,8 +23,9 @@ public struct TuningSummary: Codable, Sendable {
 }
 
 /// End-to-end tuning of an encoded BERT encoder (`TuningConfig`): palette LUT entries, linear
-/// biases and LayerNorms trained against the uncompressed model's pooled embeddings through
-/// `BertTrainingGraph`, indices and every other encoding fixed.
+/// biases and LayerNorms (and, with `embeddings`, the embedding tables the recipe leaves dense)
+/// trained against the uncompressed model's pooled embeddings through `BertTrainingGraph`,
+/// indices and every other encoding fixed.
 ///
 /// A trained palette's weight is `W'[i·v + j] = lut[row(i)·v + j]` for vector `i` of `v`
 /// elements, `row(i)` its group's LUT offset plus its index, so `∂L/∂lut[e·v + j]` is the sum of
@@ -35,7 +36,7 @@ public struct TuningSummary: Codable, Sendable {
 /// tokens), each shard's forward and backward pass on its own thread with single-threaded BLAS,
 /// gradients summed weighted by the shards' sentence counts (the batch mean's gradient).
 enum EndToEndTuning {
-    /// The tuned tensors, the biases and norms to store in place of the source's, and the summary.
+    /// The tuned tensors, the dense tensors (biases, norms, tables) to store in place of the source's, and the summary.
     struct Result {
         let tensors: [EncodedTensor]
         let dense: [String: DenseTensor]

@@ -178,13 +178,13 @@ public struct CalibrationData: Sendable, Equatable {
 
 /// End-to-end tuning (recipe key `tune`): after every tensor is encoded, the entries of palette
 /// LUTs (palettes without per-channel or block scales), every linear bias and every LayerNorm
-/// are trained together, indices and other encodings fixed, so that the compressed model's
+/// (and with `embeddings` the embedding tables the recipe leaves dense) are trained together, indices and other encodings fixed, so that the compressed model's
 /// pooled sentence embeddings point where the uncompressed model's do (loss `1 − cos`), then the
 /// LUTs are put back on their stored grid. Adam (β 0.9, 0.999) with steps relative to each
 /// tensor's mean magnitude and a cosine-decayed learning rate, over shuffled batches.
 ///
 /// JSON: `{"data": "<text file>", "limit": 4096, "epochs": 2, "learning_rate": 0.003,
-/// "batch_size": 32, "seed": 0}`; a relative `data` path is relative to the recipe's folder.
+/// "batch_size": 32, "embeddings": false, "seed": 0}`; a relative `data` path is relative to the recipe's folder.
 public struct TuningConfig: Sendable, Equatable {
     /// The text file (one input per line), resolved against the recipe's folder, and the most lines to use.
     public let data: CalibrationData
