@@ -117,13 +117,15 @@ enum EndToEndTuning {
         let pooling = try SentencePooling(folder: folder)
         let tokenizer = try WordPieceTokenizer(vocabularyFile: folder + "/vocab.txt",
                                                maximumLength: min(BertArchitecture.longestInput, bert.config.maxPositions))
-        return Inputs(architecture: bert, pooling: pooling, sequences: try Calibration.lines(config.data.path, limit: config.data.limit).map { tokenizer.encode($0) })
+        return Inputs(architecture: bert, pooling: pooling, sequences: try Calibration.lines(config.data.path, limit: config.data.limit).map { tokenizer.encode($0) },
+                      recipeFile: recipeFile)
     }
 
     struct Inputs {
         let architecture: BertArchitecture
         let pooling: SentencePooling
         let sequences: [[Int32]]
+        let recipeFile: String
     }
 
     /// Tunes the `encoded` tensors of the model in `store` (`TuningConfig`) on `inputs`' text.
@@ -149,13 +151,14 @@ enum EndToEndTuning {
         let graph = try BertTrainingGraph(config: bert.config, pooling: pooling, parameters: student, threads: 1)
         return try BLASLibrary.withThreadCount(threads > 1 ? 1 : BLASLibrary.threadCount) {
             try train(graph: graph, teacher: teacher, palettes: palettes, sequences: sequences, encoded: encoded, store: store, config: config,
-                      threads: threads, start: start)
+                      recipeFile: inputs.recipeFile, threads: threads, start: start)
         }
     }
 
     /// The training loop and the re-encoding of `tune`.
     static func train(graph: BertTrainingGraph, teacher: BertTrainingGraph, palettes trained: [TrainedPalette], sequences: [[Int32]],
-                      encoded: [EncodedTensor], store: any TensorStore, config: TuningConfig, threads: Int, start: DispatchTime) throws -> Result {
+                      encoded: [EncodedTensor], store: any TensorStore, config: TuningConfig, recipeFile: String, threads: Int,
+                      start: DispatchTime) throws -> Result {
         var palettes = trained
         let batch = config.batchSize, hidden = graph.config.hiddenSize
         let batches = stride(from: 0, to: sequences.count, by: batch).map { Array(sequences[$0..<min($0 + batch, sequences.count)]) }
@@ -207,6 +210,13 @@ enum EndToEndTuning {
             }
         }
 
+        // Adam's steps are bounded, but a non-finite value would reach the LUT grids: refuse it.
+        let diverged = normsAndBiases.first { graph.parameters.tensors[$0]!.contains { !$0.isFinite } }
+            ?? palettes.first { $0.lut.contains { !$0.isFinite } }?.weightName
+        if let diverged {
+            throw CompressionError.invalidRecipe(file: recipeFile, keyPath: "tune.learning_rate",
+                                                 reason: "training diverged (\(diverged) holds non-finite values); use a smaller learning rate")
+        }
         var tensors = encoded
         for index in palettes.indices {
             let tuned = try encoded[palettes[index].index].replacingPaletteLUTs(palettes[index].lut)
