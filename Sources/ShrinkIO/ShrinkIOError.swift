@@ -45,6 +45,9 @@ public enum ShrinkIOError: Error, Equatable, CustomStringConvertible {
     case invalidConfig(path: String, reason: String)
     /// The file is in a format this build cannot read.
     case unsupportedFormat(path: String, reason: String)
+    /// Tensor `tensor` of the model at `path` cannot be written in the export format; `reason`
+    /// names the nearest type the format has.
+    case notExportable(path: String, tensor: String, reason: String)
 
     public var description: String {
         switch self {
@@ -90,6 +93,8 @@ public enum ShrinkIOError: Error, Equatable, CustomStringConvertible {
             "\(path): invalid model config: \(reason)"
         case .unsupportedFormat(let path, let reason):
             "\(path): unsupported format: \(reason)"
+        case .notExportable(let path, let tensor, let reason):
+            "\(path): tensor '\(tensor)' cannot be exported: \(reason)"
         }
     }
 }

@@ -8,6 +8,10 @@
         with each tensor as `gguf.quants.dequantize` decodes it (F32), and prints the metadata as JSON.
     gguf_crosscheck.py decode <file.gguf> <out.safetensors> [name ...]
         Decodes the named tensors (default: all) of an existing GGUF with `gguf.quants.dequantize`.
+    gguf_crosscheck.py compare <a.gguf> <b.gguf>
+        Reads both files with `gguf.GGUFReader` and exits 1 unless they hold the same metadata
+        (keys, value types and values) and the same tensors (names, ggml types, shapes and raw
+        bytes); prints the counts compared as JSON.
 """
 import json
 import sys
@@ -90,10 +94,35 @@ def decode(path, out, names):
     print(json.dumps({"tensors": sorted(expected)}))
 
 
+def compare(first, second):
+    a, b = gguf.GGUFReader(first), gguf.GGUFReader(second)
+
+    def fields(reader):
+        return {key: (list(field.types), [bytes(field.parts[i]) for i in field.data])
+                for key, field in reader.fields.items() if not key.startswith("GGUF.")}
+
+    fa, fb = fields(a), fields(b)
+    problems = [f"metadata {key}" for key in sorted(set(fa) | set(fb)) if fa.get(key) != fb.get(key)]
+    ta, tb = {t.name: t for t in a.tensors}, {t.name: t for t in b.tensors}
+    for name in sorted(set(ta) | set(tb)):
+        x, y = ta.get(name), tb.get(name)
+        if x is None or y is None:
+            problems.append(f"tensor {name} is in one file only")
+        elif x.tensor_type != y.tensor_type or list(x.shape) != list(y.shape):
+            problems.append(f"tensor {name}: {x.tensor_type.name} {list(x.shape)} against {y.tensor_type.name} {list(y.shape)}")
+        elif not np.array_equal(np.asarray(x.data).view(np.uint8).ravel(), np.asarray(y.data).view(np.uint8).ravel()):
+            problems.append(f"tensor {name}: bytes differ")
+    if problems:
+        sys.exit("; ".join(problems[:10]))
+    print(json.dumps({"metadata": len(fa), "tensors": len(ta)}))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "write":
         write(sys.argv[2])
     elif sys.argv[1] == "decode":
         decode(sys.argv[2], sys.argv[3], set(sys.argv[4:]))
+    elif sys.argv[1] == "compare":
+        compare(sys.argv[2], sys.argv[3])
     else:
-        sys.exit("usage: gguf_crosscheck.py write <folder> | decode <file.gguf> <out.safetensors> [name ...]")
+        sys.exit("usage: gguf_crosscheck.py write <folder> | decode <file.gguf> <out.safetensors> [name ...] | compare <a.gguf> <b.gguf>")

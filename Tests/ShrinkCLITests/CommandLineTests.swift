@@ -43,7 +43,7 @@ func run(_ arguments: [String]) -> (code: Int32, output: String, errors: String)
     @Test func unknownCommandSaysWhatWasExpected() {
         let result = run(["inspcet"])
         #expect(result.code == 2)
-        #expect(result.errors == "shrink: unknown command 'inspcet'; expected one of inspect, compress, decompress, embed, perplexity, generate, tokenize, compare, merge, gate, calibrate, sensitivity, search (see 'shrink --help')")
+        #expect(result.errors == "shrink: unknown command 'inspcet'; expected one of inspect, compress, decompress, export, embed, perplexity, generate, tokenize, compare, merge, gate, calibrate, sensitivity, search (see 'shrink --help')")
         #expect(run([]).code == 2)
     }
 

@@ -12,16 +12,8 @@ import ShrinkTestSupport
         .appendingPathComponent("Python/gguf_crosscheck.py").path
 
     static func runScript(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script] + arguments
-        let errors = Pipe()
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = errors
-        try process.run()
-        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
+        let (status, errorText) = try runPythonScript(script, arguments)
+        guard status == 0 else {
             throw PythonCrossCheckTests.CrossCheckFailure(message: "python3 \(script) \(arguments[0]) failed (pip install gguf?): \(errorText)")
         }
     }

@@ -42,3 +42,18 @@ public func firstBitMismatch(_ actual: [Float], _ expected: [Float]) -> (offset:
     }) else { return nil }
     return (found.offset, found.element.0, found.element.1)
 }
+
+/// Runs `python3 <script> <arguments…>` with standard output discarded; returns the exit status
+/// and what it wrote to standard error.
+public func runPythonScript(_ script: String, _ arguments: [String]) throws -> (status: Int32, errors: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", script] + arguments
+    let errors = Pipe()
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = errors
+    try process.run()
+    let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    return (process.terminationStatus, text)
+}
