@@ -16,8 +16,8 @@ if ! dpkg -s libblas-dev libopenblas0-pthread >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq libblas-dev libopenblas0-pthread >/dev/null
 fi
 
-if ! python3 -c "import safetensors, numpy, ml_dtypes, gguf" >/dev/null 2>&1; then
-    echo "setup: installing safetensors, numpy, ml_dtypes and gguf from PyPI"
+if ! python3 -c "import safetensors, numpy, ml_dtypes, gguf, mlx.core, mlx_lm, tokenizers" >/dev/null 2>&1; then
+    echo "setup: installing safetensors, numpy, ml_dtypes, gguf, mlx (CPU), mlx-lm and tokenizers from PyPI"
     python3 -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
 fi
 

@@ -116,3 +116,70 @@ final class SpillFile {
 
     deinit { close(descriptor) }
 }
+
+/// Writes a folder so that readers see either nothing at `path` or the complete folder: files go
+/// to a temporary folder next to `path`, renamed to `path` by `commit`. `path` must not exist or
+/// be an empty folder (a folder with files is never replaced). When `commit` is never called, the
+/// temporary folder and everything in it is removed.
+public final class AtomicFolder {
+    /// The destination path.
+    public let path: String
+    /// The temporary folder to write the files into.
+    public let temporaryPath: String
+    private var committed = false
+
+    /// Checks `path` and creates the temporary folder next to it.
+    /// - Throws: `ShrinkIOError.writeFailed` when `path` is a file or a folder with files, or the
+    ///   temporary folder cannot be created.
+    public init(path: String) throws(ShrinkIOError) {
+        let trimmed = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+        self.path = trimmed
+        try Self.checkReplaceable(trimmed)
+        let slash = trimmed.lastIndex(of: "/")
+        let folder = slash.map { String(trimmed[...$0]) } ?? ""
+        let base = slash.map { String(trimmed[trimmed.index(after: $0)...]) } ?? trimmed
+        var template = Array("\(folder).\(base).tmp-XXXXXX".utf8CString)
+        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+            throw .writeFailed(path: trimmed, reason: "cannot create a temporary folder: \(String(cString: strerror(errno)))")
+        }
+        temporaryPath = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        chmod(temporaryPath, 0o755)
+    }
+
+    /// The path of file `name` inside the temporary folder.
+    public func file(_ name: String) -> String { temporaryPath + "/" + name }
+
+    /// Renames the temporary folder to `path`.
+    public func commit() throws(ShrinkIOError) {
+        try Self.checkReplaceable(path)
+        rmdir(path)
+        guard rename(temporaryPath, path) == 0 else { throw .writeFailed(path: path, reason: String(cString: strerror(errno))) }
+        committed = true
+    }
+
+    private static func checkReplaceable(_ path: String) throws(ShrinkIOError) {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return }
+        guard status.st_mode & S_IFMT == S_IFDIR else { throw .writeFailed(path: path, reason: "is a file, not a folder") }
+        guard let names = entries(of: path) else { throw .writeFailed(path: path, reason: String(cString: strerror(errno))) }
+        guard names.isEmpty else { throw .writeFailed(path: path, reason: "the folder is not empty; nothing was replaced") }
+    }
+
+    /// The names in folder `path` but `.` and `..`, nil when it cannot be read.
+    private static func entries(of path: String) -> [String]? {
+        guard let directory = opendir(path) else { return nil }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    deinit {
+        guard !committed else { return }
+        for name in Self.entries(of: temporaryPath) ?? [] { unlink(temporaryPath + "/" + name) }
+        rmdir(temporaryPath)
+    }
+}

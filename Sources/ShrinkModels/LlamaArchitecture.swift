@@ -174,6 +174,48 @@ extension LlamaFamilyArchitecture {
         try makeDecoder(files: files, options: options)
     }
 
+    /// GGUF names mapped to Hugging Face ones (`blk.3.attn_q.weight` → `model.layers.3.self_attn.q_proj.weight`,
+    /// `token_embd` → `model.embed_tokens`, `output_norm` → `model.norm`, `output` → `lm_head`).
+    /// A GGUF Llama file's query and key rows are permuted so that ggml rotates adjacent pairs
+    /// (llama.cpp's converter); `rowOrder` undoes that: within each head of `D` rows, checkpoint row
+    /// `s · D/2 + i` is GGUF row `2i + s` (Qwen3 files rotate halves and keep their rows).
+    public func huggingFaceTensor(_ name: String) -> HuggingFaceTensor? {
+        let c = config
+        guard c.ggufNames else { return HuggingFaceTensor(name: name) }
+        let globals = ["token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"]
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        if parts.count == 2, let global = globals[parts[0]] { return HuggingFaceTensor(name: global + "." + parts[1]) }
+        guard parts.count == 4, parts[0] == "blk", let layer = Int(parts[1]),
+              let index = LlamaTensorTable.layerOps.firstIndex(where: { $0.gguf == parts[2] }) else { return nil }
+        let renamed = "model.layers.\(layer).\(LlamaTensorTable.layerOps[index].huggingFace).\(parts[3])"
+        guard !Self.perHeadNorms, index == 1 || index == 2, parts[3] == "weight" else { return HuggingFaceTensor(name: renamed) }
+        let heads = index == 1 ? c.heads : c.keyValueHeads, half = c.headDimension / 2
+        let order = (0..<heads).flatMap { head in
+            (0..<2).flatMap { s in (0..<half).map { i in head * c.headDimension + 2 * i + s } }
+        }
+        return HuggingFaceTensor(name: renamed, rowOrder: order)
+    }
+
+    /// A Hugging Face Llama/Qwen3 `config.json` with this model's hyper-parameters (the
+    /// configuration's own object when it was read from one); embeddings tied unless
+    /// `tensorNames` holds an output projection.
+    public func huggingFaceConfig(_ configuration: ModelConfiguration, tensorNames: Set<String>) -> [(key: String, value: JSONValue)] {
+        if case .huggingFace(_, let root) = configuration { return root.objectValue ?? [] }
+        let c = config
+        func number(_ value: some BinaryInteger) -> JSONValue { .number(String(value)) }
+        let className = Self.name == "qwen3" ? "Qwen3ForCausalLM" : "LlamaForCausalLM"
+        return [
+            ("architectures", .array([.string(className)])), ("model_type", .string(Self.name)),
+            ("hidden_size", number(c.hiddenSize)), ("intermediate_size", number(c.intermediateSize)),
+            ("num_hidden_layers", number(c.layers)), ("num_attention_heads", number(c.heads)),
+            ("num_key_value_heads", number(c.keyValueHeads)), ("head_dim", number(c.headDimension)),
+            ("vocab_size", number(c.vocabularySize)), ("max_position_embeddings", number(c.contextLength)),
+            ("rms_norm_eps", .number("\(c.rmsNormEpsilon)")), ("rope_theta", .number("\(c.ropeTheta)")),
+            ("hidden_act", .string("silu")), ("attention_bias", .bool(false)), ("mlp_bias", .bool(false)),
+            ("tie_word_embeddings", .bool(!tensorNames.contains(table.globalNames.output))),
+        ]
+    }
+
     /// The decoder over `files` (its tokenizer from GGUF metadata when the configuration is GGUF's).
     public func makeDecoder(files: ModelFiles, options: RuntimeOptions) throws -> LlamaDecoder {
         try validate(files.store)

@@ -145,10 +145,38 @@ public protocol ModelArchitecture: Sendable {
     /// The residual stream's readers and writers when a rotation of it can be folded into the
     /// weights (a pre-RMSNorm transformer whose runtime applies `FoldedResidualRotation`), else nil.
     var residualStream: ResidualStream? { get }
+    /// Tensor `name` as a Hugging Face checkpoint of this architecture names and lays it out, nil
+    /// for a tensor such checkpoints do not have.
+    func huggingFaceTensor(_ name: String) -> HuggingFaceTensor?
+    /// The `config.json` of a Hugging Face checkpoint of this model (whose tensors are
+    /// `tensorNames`, in this model's naming), made from `configuration`.
+    func huggingFaceConfig(_ configuration: ModelConfiguration, tensorNames: Set<String>) -> [(key: String, value: JSONValue)]
+}
+
+/// Where a tensor goes in a Hugging Face checkpoint: its name there and, when its rows are in
+/// another order there, `rowOrder` (row `i` of the checkpoint's tensor is row `rowOrder[i]` here).
+public struct HuggingFaceTensor: Sendable, Equatable {
+    public let name: String
+    public let rowOrder: [Int]?
+
+    public init(name: String, rowOrder: [Int]? = nil) {
+        self.name = name
+        self.rowOrder = rowOrder
+    }
 }
 
 extension ModelArchitecture {
     public var residualStream: ResidualStream? { nil }
+
+    /// Hugging Face names, unchanged rows (configurations read from a `config.json` are already
+    /// in that convention).
+    public func huggingFaceTensor(_ name: String) -> HuggingFaceTensor? { HuggingFaceTensor(name: name) }
+
+    /// The configuration's own `config.json` object; empty for a GGUF configuration.
+    public func huggingFaceConfig(_ configuration: ModelConfiguration, tensorNames: Set<String>) -> [(key: String, value: JSONValue)] {
+        guard case .huggingFace(_, let root) = configuration else { return [] }
+        return root.objectValue ?? []
+    }
 
     /// Checks `store` against the tensor table: every required tensor present, none unknown,
     /// every shape as expected.

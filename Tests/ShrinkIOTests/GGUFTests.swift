@@ -12,7 +12,7 @@ import ShrinkTestSupport
         .appendingPathComponent("Python/gguf_crosscheck.py").path
 
     static func runScript(_ arguments: [String]) throws {
-        let (status, errorText) = try runPythonScript(script, arguments)
+        let (status, errorText, _) = try runPythonScript(script, arguments)
         guard status == 0 else {
             throw PythonCrossCheckTests.CrossCheckFailure(message: "python3 \(script) \(arguments[0]) failed (pip install gguf?): \(errorText)")
         }

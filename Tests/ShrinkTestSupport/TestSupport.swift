@@ -43,17 +43,25 @@ public func firstBitMismatch(_ actual: [Float], _ expected: [Float]) -> (offset:
     return (found.offset, found.element.0, found.element.1)
 }
 
-/// Runs `python3 <script> <arguments…>` with standard output discarded; returns the exit status
-/// and what it wrote to standard error.
-public func runPythonScript(_ script: String, _ arguments: [String]) throws -> (status: Int32, errors: String) {
+/// Runs `python3 <script> <arguments…>`; returns the exit status and what it wrote to standard
+/// error and standard output.
+public func runPythonScript(_ script: String, _ arguments: [String]) throws -> (status: Int32, errors: String, output: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = ["python3", script] + arguments
-    let errors = Pipe()
-    process.standardOutput = FileHandle.nullDevice
+    let output = Pipe(), errors = Pipe()
+    process.standardOutput = output
     process.standardError = errors
     try process.run()
+    // Both pipes are drained at once, so a chatty script cannot block on a full one.
+    nonisolated(unsafe) var outputData = Data()
+    let finished = DispatchSemaphore(value: 0)
+    Thread {
+        outputData = output.fileHandleForReading.readDataToEndOfFile()
+        finished.signal()
+    }.start()
     let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    finished.wait()
     process.waitUntilExit()
-    return (process.terminationStatus, text)
+    return (process.terminationStatus, text, String(decoding: outputData, as: UTF8.self))
 }
