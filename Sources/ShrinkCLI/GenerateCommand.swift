@@ -33,7 +33,7 @@ enum GenerateCommand {
         }
         let (decoder, _) = try PerplexityCommand.openDecoder(arguments.value("--model"), options: RuntimeOptions(threads: threads))
         guard let tokenizer = decoder.tokenizer else {
-            throw ModelError.notRunnable(architecture: decoder.architecture, reason: "generation needs the tokenizer of a GGUF file")
+            throw ModelError.notRunnable(architecture: decoder.architecture, reason: "generation needs a tokenizer (a GGUF file's, or tokenizer.json next to config.json)")
         }
         var text = prompt
         if arguments.flag("--chat") {
@@ -92,7 +92,7 @@ enum TokenizeCommand {
         summary: "Print the token ids of a text file under a model's tokenizer.",
         arguments: [],
         options: [
-            OptionSpec(name: "--model", valueName: "path", help: "GGUF file or known name (default: smollm2)."),
+            OptionSpec(name: "--model", valueName: "path", help: "GGUF file, compressed file made from one, Hugging Face folder with tokenizer.json, or known name (default: smollm2)."),
             OptionSpec(name: "--input", valueName: "file", help: "UTF-8 text, tokenized whole. Required."),
             OptionSpec(name: "--special", valueName: nil, help: "Parse control tokens written in the text (<|im_start|>…)."),
             OptionSpec(name: "--json", valueName: nil, help: "Print a JSON array instead of one id per line."),
@@ -101,7 +101,16 @@ enum TokenizeCommand {
     static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
         guard let input = arguments.value("--input") else { throw UsageError(command: spec.name, message: "missing option --input <file>") }
         let location = try ModelLocation.resolve(arguments.value("--model") ?? "smollm2")
-        let tokenizer = try BPETokenizer(gguf: GGUFFile(path: location.weightsPath))
+        let store = try TensorStores.open(path: location.weightsPath)
+        let tokenizer: BPETokenizer
+        if case .gguf(let metadata)? = try ModelArchitectures.configuration(of: store, configPath: location.configPath) {
+            tokenizer = try BPETokenizer(metadata: metadata)
+        } else if let folder = location.configPath.map({ ($0 as NSString).deletingLastPathComponent }),
+                  let metadata = try HuggingFaceTokenizer.metadata(folder: folder) {
+            tokenizer = try BPETokenizer(metadata: metadata)
+        } else {
+            throw ModelError.invalidFile(path: location.weightsPath, reason: "has no tokenizer (GGUF metadata, or tokenizer.json next to config.json)")
+        }
         let ids = tokenizer.encode(try PerplexityCommand.readText(input), parseSpecial: arguments.flag("--special"))
         if arguments.flag("--json") {
             console.print("[" + ids.map(String.init).joined(separator: ", ") + "]")

@@ -34,7 +34,7 @@ enum PerplexityCommand {
         let activations = try RuntimeArguments.activations(arguments, command: spec.name)
         let (decoder, modelPath) = try openDecoder(arguments.value("--model"), options: RuntimeOptions(threads: threads, activations: activations))
         guard let tokenizer = decoder.tokenizer else {
-            throw ModelError.notRunnable(architecture: decoder.architecture, reason: "perplexity needs the tokenizer of a GGUF file")
+            throw ModelError.notRunnable(architecture: decoder.architecture, reason: "perplexity needs a tokenizer (a GGUF file's, or tokenizer.json next to config.json)")
         }
         let text = try readText(textPath)
         let tokens = tokenizer.encode(text)

@@ -51,6 +51,11 @@ public indirect enum JSONValue: Equatable, Sendable {
     }
 
     /// The elements when the value is an array.
+    /// The value of the first member `key` of an object, nil for other values or a missing key.
+    public func member(_ key: String) -> JSONValue? {
+        objectValue?.first { $0.key == key }?.value
+    }
+
     public var arrayValue: [JSONValue]? {
         guard case .array(let elements) = self else { return nil }
         return elements

@@ -216,11 +216,19 @@ extension LlamaFamilyArchitecture {
         ]
     }
 
-    /// The decoder over `files` (its tokenizer from GGUF metadata when the configuration is GGUF's).
+    /// The decoder over `files`, its tokenizer from the GGUF metadata, or from the
+    /// `tokenizer.json` in the folder of a Hugging Face checkpoint (`HuggingFaceTokenizer`; none
+    /// when the folder has none).
     public func makeDecoder(files: ModelFiles, options: RuntimeOptions) throws -> LlamaDecoder {
         try validate(files.store)
         var tokenizer: BPETokenizer?
-        if case .gguf(let metadata) = files.configuration { tokenizer = try BPETokenizer(metadata: metadata) }
+        switch files.configuration {
+        case .gguf(let metadata): tokenizer = try BPETokenizer(metadata: metadata)
+        case .huggingFace:
+            if let folder = files.folder, let metadata = try HuggingFaceTokenizer.metadata(folder: folder) {
+                tokenizer = try BPETokenizer(metadata: metadata)
+            }
+        }
         return try LlamaDecoder(config: config, architecture: Self.name, perHeadNorms: Self.perHeadNorms,
                                 source: WeightSource(store: files.store, options: options), tokenizer: tokenizer)
     }

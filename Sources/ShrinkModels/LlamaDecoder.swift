@@ -14,7 +14,7 @@ import ShrinkKernels
 public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
     public let config: LlamaConfig
     public let architecture: String
-    /// The tokenizer of a GGUF file (nil for Hugging Face weights, whose tokenizer Shrink does not read).
+    /// The tokenizer: a GGUF file's, or a Hugging Face folder's `tokenizer.json` (nil without one).
     public let tokenizer: BPETokenizer?
     public let linearExecutions: [LinearLayerExecution]
     public let threads: Int
@@ -256,7 +256,7 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
     /// to it. Keeps every text's hidden states between layers (tokens × hiddenSize floats).
     public func run(calibrationTexts texts: [String], blockFinished: (Int) throws -> Void) throws {
         guard let tokenizer else {
-            throw ModelError.notRunnable(architecture: architecture, reason: "calibration needs the tokenizer of a GGUF file")
+            throw ModelError.notRunnable(architecture: architecture, reason: "calibration needs a tokenizer (a GGUF file's, or tokenizer.json next to config.json)")
         }
         let capacity = min(config.contextLength, 2048), hidden = config.hiddenSize
         let state = makeState(capacity: capacity)
