@@ -1,3 +1,4 @@
+import ShrinkCompression
 import ShrinkCore
 import ShrinkIO
 import ShrinkModels
@@ -10,6 +11,9 @@ public struct GGUFExportSummary: Sendable {
     public let metadataCount: Int
     /// Bytes of the written file.
     public let fileBytes: Int
+    /// Tensors no ggml type held, converted with `requantizeNearest`: the tensor, its encoding,
+    /// the type written and the SNR (dB) of the written weights against the model's.
+    public let requantized: [(tensor: String, encoding: String, type: String, snrDecibels: Double)]
 }
 
 /// Writes models in the formats other runtimes load.
@@ -20,10 +24,15 @@ public enum ModelExport {
     /// types, and every encoded tensor as the ggml type whose blocks hold it exactly
     /// (`GGMLBlockPacking`: the blocks decode back to the tensor's parts byte for byte), so the file
     /// computes what the container does. Written atomically: on any error nothing is left at `output`.
+    /// With `requantizeNearest`, a tensor no type holds is instead decoded and quantized again
+    /// to its nearest type that Shrink's quantizer writes (`requantizationType`: Q8_0, Q5_0 or
+    /// Q4_0, round to nearest per block of 32; F16 for rows that are not whole blocks), and the
+    /// summary reports its SNR against the model's weights.
     /// - Throws: `ShrinkIOError.notExportable` naming the tensor, its encoding and the nearest ggml
-    ///   type when no type holds it; `.unsupportedFormat` for a model without GGUF metadata or with
-    ///   residual rotations folded into its weights (which GGUF's Llama graph does not apply).
-    public static func gguf(input: String, output: String) throws -> GGUFExportSummary {
+    ///   type when no type holds it (without `requantizeNearest`); `.unsupportedFormat` for a model
+    ///   without GGUF metadata or with residual rotations folded into its weights (which GGUF's
+    ///   Llama graph does not apply).
+    public static func gguf(input: String, output: String, requantizeNearest: Bool = false) throws -> GGUFExportSummary {
         let store = try TensorStores.open(path: input)
         let metadata: [(key: String, value: GGUFValue)]
         if let gguf = store as? GGUFStore {
@@ -37,6 +46,7 @@ public enum ModelExport {
             throw ShrinkIOError.unsupportedFormat(path: input, reason: "its residual rotation is folded into the weights (metadata \(FoldedResidualRotation.metadataKey)), which a GGUF runtime does not undo; compress without fold_rotations")
         }
         var tensors: [GGUFWriter.Tensor] = []
+        var requantized: [(tensor: String, encoding: String, type: String, snrDecibels: Double)] = []
         for name in store.names {
             switch store.tensor(named: name)! {
             case .dense(let tensor):
@@ -49,7 +59,13 @@ public enum ModelExport {
                     let (type, bytes) = try GGMLBlockPacking.blocks(of: encoded)
                     tensors.append(GGUFWriter.Tensor(name: name, shape: encoded.shape, type: type, bytes: bytes))
                 } catch {
-                    throw ShrinkIOError.notExportable(path: input, tensor: name, reason: "\(error) (nearest ggml type: \(nearestType(encoded.encoding).name))")
+                    guard requantizeNearest else {
+                        throw ShrinkIOError.notExportable(path: input, tensor: name,
+                                                          reason: "\(error) (nearest ggml type: \(nearestType(encoded.encoding).name); --requantize nearest converts it)")
+                    }
+                    let (tensor, snr) = try requantize(encoded, path: input)
+                    tensors.append(tensor)
+                    requantized.append((name, encoded.encoding.summary, tensor.type.name, snr))
                 }
             }
         }
@@ -59,7 +75,41 @@ public enum ModelExport {
             return count > 0 ? (type.name, count) : nil
         }
         let fileBytes = (try? MemoryMappedFile(path: output).bytes.count) ?? 0
-        return GGUFExportSummary(tensorsPerType: counts, metadataCount: metadata.count, fileBytes: fileBytes)
+        return GGUFExportSummary(tensorsPerType: counts, metadataCount: metadata.count, fileBytes: fileBytes, requantized: requantized)
+    }
+
+    /// The ggml type `--requantize nearest` writes for `encoding`: Q8_0 from 6 bits up, Q5_0 at 5,
+    /// Q4_0 at 4 and below (by the bits of its codes or palette indices).
+    static func requantizationType(_ encoding: WeightEncoding) -> GGMLType {
+        switch encoding {
+        case .dense: return .f16
+        case .affine(let layout): return layout.bits >= 6 ? .q8_0 : layout.bits == 5 ? .q5_0 : .q4_0
+        case .palette(let layout): return layout.bits >= 6 ? .q8_0 : layout.bits == 5 ? .q5_0 : .q4_0
+        case .sparse(_, let base), .rotated(_, let base): return requantizationType(base)
+        }
+    }
+
+    /// `tensor` decoded and quantized to `requantizationType` (F16 when its rows are not whole
+    /// blocks of 32), with the SNR of the result against the decoded weights.
+    static func requantize(_ tensor: EncodedTensor, path: String) throws -> (GGUFWriter.Tensor, Double) {
+        let weights = tensor.decode()
+        let type = (tensor.shape.last ?? 1) % 32 == 0 ? requantizationType(tensor.encoding) : .f16
+        guard case .affine(let layout)? = GGMLEncoding.encoding(of: type) else {
+            let half = try DenseTensor(converting: weights, to: .f16, shape: tensor.shape)
+            return (GGUFWriter.Tensor(name: tensor.name, shape: tensor.shape, type: .f16, bytes: Array(half.bytes)),
+                    WeightError.snr(original: weights, decoded: half.floats()))
+        }
+        var config = QuantizationConfig()
+        (config.bits, config.symmetric, config.signed, config.granularity, config.scaleDType) = (layout.bits, true, layout.signed, layout.granularity, .f16)
+        let encoded = try WeightCompressor.encode(name: tensor.name, tensor: try DenseTensor(converting: weights, shape: tensor.shape),
+                                                  config: OpCompressionConfig(quantize: config))
+        do {
+            let (packedType, bytes) = try GGMLBlockPacking.blocks(of: encoded)
+            return (GGUFWriter.Tensor(name: tensor.name, shape: tensor.shape, type: packedType, bytes: bytes),
+                    WeightError.snr(original: weights, decoded: encoded.decode()))
+        } catch {
+            throw ShrinkIOError.notExportable(path: path, tensor: tensor.name, reason: "requantized to \(type.name), \(error)")
+        }
     }
 
     /// The ggml type closest to `encoding` in bits per weight and kind, for error messages: affine

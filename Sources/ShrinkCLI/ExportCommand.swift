@@ -14,6 +14,7 @@ enum ExportCommand {
             OptionSpec(name: "--input", valueName: "file", help: "The model: a compressed file, a GGUF file (gguf: made from a GGUF model), or a safetensors file. Required."),
             OptionSpec(name: "--output", valueName: "file|folder", help: "Where to write: the GGUF file, or the MLX folder (absent or empty). Required."),
             OptionSpec(name: "--base", valueName: "folder", help: "mlx: folder with the model's config.json and tokenizer files (default: the input's folder)."),
+            OptionSpec(name: "--requantize", valueName: "nearest", help: "gguf: quantize a tensor no ggml type holds again, to its nearest of Q8_0, Q5_0, Q4_0 (F16 for rows that are not whole blocks), and report its SNR; without it such a tensor is an error."),
         ])
 
     static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
@@ -22,6 +23,7 @@ enum ExportCommand {
         guard let input = arguments.value("--input") else { throw UsageError(command: spec.name, message: "missing option --input <file>") }
         guard let output = arguments.value("--output") else { throw UsageError(command: spec.name, message: "missing option --output <file>") }
         if format == "mlx" {
+            guard arguments.value("--requantize") == nil else { throw UsageError(command: spec.name, message: "--requantize is for --format gguf") }
             let base = arguments.value("--base") ?? (input as NSString).deletingLastPathComponent
             let config = (base.isEmpty ? "." : base) + "/config.json"
             let summary = try ModelExport.mlx(input: input, configPath: FileManager.default.fileExists(atPath: config) ? config : nil, output: output)
@@ -32,7 +34,14 @@ enum ExportCommand {
             return 0
         }
         guard arguments.value("--base") == nil else { throw UsageError(command: spec.name, message: "--base is for --format mlx") }
-        let summary = try ModelExport.gguf(input: input, output: output)
+        let requantize = arguments.value("--requantize")
+        guard requantize == nil || requantize == "nearest" else {
+            throw UsageError(command: spec.name, message: "--requantize must be nearest, not '\(requantize!)'")
+        }
+        let summary = try ModelExport.gguf(input: input, output: output, requantizeNearest: requantize != nil)
+        for entry in summary.requantized {
+            console.print("  requantized \(entry.tensor): \(entry.encoding) -> \(entry.type), SNR \(String(format: "%.1f", entry.snrDecibels)) dB against the model's weights")
+        }
         let types = summary.tensorsPerType.map { "\($0.count) \($0.type)" }.joined(separator: ", ")
         console.print("Wrote \(output)")
         console.print("  tensors: \(types); metadata entries: \(summary.metadataCount); bytes: \(TextTable.grouped(summary.fileBytes))")

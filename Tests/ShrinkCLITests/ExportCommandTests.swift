@@ -53,6 +53,20 @@ import ShrinkTestSupport
                 "\(refused.errors)")
         #expect(!FileManager.default.fileExists(atPath: output))
 
+        let converted = folder.file("requantized.gguf")
+        let requantized = run(["export", "--format", "gguf", "--input", input, "--output", converted, "--requantize", "nearest"])
+        #expect(requantized.code == 0, "\(requantized.errors)")
+        #expect(requantized.output.contains("requantized blk.0.ffn_up.weight: palette 4-bit") && requantized.output.contains("-> Q4_0, SNR"),
+                "\(requantized.output)")
+        let written = try GGUFStore(path: converted)
+        #expect(written.storage(of: "blk.0.ffn_up.weight")?.summary == "Q4_0")
+        let decoded = written.tensor(named: "blk.0.ffn_up.weight")!.decodedFloats(), original = tensor.decode()
+        let error = zip(decoded, original).map { Double($0 - $1) * Double($0 - $1) }.reduce(0, +)
+        let energy = original.map { Double($0) * Double($0) }.reduce(0, +)
+        let snr = 10 * log10(energy / error)
+        #expect(requantized.output.contains("SNR \(String(format: "%.1f", snr)) dB"), "\(snr)")
+        #expect(run(["export", "--format", "gguf", "--input", input, "--output", output, "--requantize", "best"]).code == 2)
+
         let plain = folder.file("plain.safetensors")
         try CompressedModel(denseTensors: [], encodedTensors: [palette], metadata: [:]).write(to: plain)
         let withoutMetadata = run(["export", "--format", "gguf", "--input", plain, "--output", output])
