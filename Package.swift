@@ -50,6 +50,6 @@ let package = Package(
         .testTarget(name: "ShrinkCompressionTests", dependencies: ["ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkModelsTests", dependencies: ["ShrinkModels", "Shrink", "ShrinkIO", "ShrinkTestSupport", "CAllocationCounter"]),
         .testTarget(name: "ShrinkCLITests", dependencies: ["ShrinkCLI", "Shrink", "ShrinkIO", "ShrinkTestSupport", "ShrinkEvaluation"]),
-        .testTarget(name: "ShrinkEvaluationTests", dependencies: ["ShrinkEvaluation", "ShrinkTesting", "Shrink", "ShrinkModels", "ShrinkTestSupport"]),
+        .testTarget(name: "ShrinkEvaluationTests", dependencies: ["ShrinkEvaluation", "ShrinkTesting", "Shrink", "ShrinkModels", "ShrinkIO", "ShrinkTestSupport"]),
     ]
 )

@@ -12,7 +12,7 @@ enum GenerateCommand {
         summary: "Generate text with a language model, streamed as it is produced; prompt and decode speed on standard error.",
         arguments: [],
         options: [
-            OptionSpec(name: "--model", valueName: "path", help: "GGUF file, compressed container or known name (default: smollm2)."),
+            OptionSpec(name: "--model", valueName: "path", help: "GGUF file, compressed container, Hugging Face folder (config.json, model.safetensors, tokenizer.json) or known name (default: smollm2)."),
             OptionSpec(name: "--prompt", valueName: "text", help: "The prompt. Required."),
             OptionSpec(name: "--chat", valueName: nil, help: "Wrap the prompt in the model's chat template (ChatML) as one user turn."),
             OptionSpec(name: "--max-tokens", valueName: "n", help: "Most tokens to generate (default 128)."),

@@ -14,7 +14,7 @@ enum PerplexityCommand {
         summary: "Perplexity of a language model on a text file, llama.cpp's method (second half of each window scored).",
         arguments: [],
         options: [
-            OptionSpec(name: "--model", valueName: "path", help: "GGUF file, compressed container or known name (default: smollm2)."),
+            OptionSpec(name: "--model", valueName: "path", help: "GGUF file, compressed container, Hugging Face folder (config.json, model.safetensors, tokenizer.json) or known name (default: smollm2)."),
             OptionSpec(name: "--text", valueName: "file", help: "UTF-8 text, tokenized whole (default: data/wikitext-2/test.txt)."),
             OptionSpec(name: "--ctx", valueName: "n", help: "Tokens per window (default 512)."),
             OptionSpec(name: "--chunks", valueName: "n", help: "Windows to score (default: all the text holds)."),
