@@ -11,7 +11,7 @@ public struct MLXExportSummary: Sendable {
     public let dense: Int
     /// Bytes of the written `model.safetensors`.
     public let weightBytes: Int
-    /// Side files copied from the model's folder (tokenizer files).
+    /// Tokenizer files written (from GGUF metadata) or copied from the model's folder.
     public let copiedFiles: [String]
 }
 
@@ -27,7 +27,8 @@ extension ModelExport {
     /// exact), float tensors as stored, and `config.json`: the Hugging Face configuration plus
     /// `quantization` (`group_size` and `bits` of the most common layout, an entry per op whose
     /// layout differs, `false` for ops left in floats), the block `mlx_lm` reads. Tokenizer files
-    /// next to `configPath` are copied. Written atomically: on any error nothing is left at `output`.
+    /// next to `configPath` are copied; a GGUF model's tokenizer is written as `tokenizer.json` and
+    /// `tokenizer_config.json` (`HuggingFaceTokenizer.files`). Written atomically: on any error nothing is left at `output`.
     /// - Throws: `ShrinkIOError.notExportable` naming the tensor, why and the nearest MLX layout
     ///   (a palette, a pruned or rotated weight, a group MLX lacks); `.unsupportedFormat` for a
     ///   model with a folded residual rotation or without a configuration.
@@ -94,8 +95,17 @@ extension ModelExport {
         try configFile.write(JSONValue.object(config).serialized() + "\n")
         try configFile.commit()
         var copied: [String] = []
+        if case .gguf(let metadata) = configuration {
+            let (tokenizer, tokenizerConfig) = try HuggingFaceTokenizer.files(metadata: metadata)
+            for (name, json) in [("tokenizer.json", tokenizer), ("tokenizer_config.json", tokenizerConfig)] {
+                let file = try AtomicFile(path: folder.file(name))
+                try file.write(json.serialized() + "\n")
+                try file.commit()
+                copied.append(name)
+            }
+        }
         let sourceFolder = configPath.map { ($0 as NSString).deletingLastPathComponent }
-        for name in mlxSideFiles {
+        for name in mlxSideFiles where !copied.contains(name) {
             guard let sourceFolder, let data = FileManager.default.contents(atPath: sourceFolder + "/" + name) else { continue }
             let file = try AtomicFile(path: folder.file(name))
             try data.withUnsafeBytes { raw in Result { () throws(ShrinkIOError) in try file.write(raw) } }.get()

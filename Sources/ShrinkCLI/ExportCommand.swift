@@ -30,7 +30,7 @@ enum ExportCommand {
             let quantized = summary.quantized.map { "\($0.count) \($0.bits)-bit group \($0.groupSize)" }.joined(separator: ", ")
             console.print("Wrote \(output)")
             console.print("  quantized ops: \(quantized.isEmpty ? "none" : quantized); float tensors: \(summary.dense); model.safetensors bytes: \(TextTable.grouped(summary.weightBytes))")
-            if !summary.copiedFiles.isEmpty { console.print("  copied: \(summary.copiedFiles.joined(separator: ", "))") }
+            if !summary.copiedFiles.isEmpty { console.print("  tokenizer: \(summary.copiedFiles.joined(separator: ", "))") }
             return 0
         }
         guard arguments.value("--base") == nil else { throw UsageError(command: spec.name, message: "--base is for --format mlx") }

@@ -118,3 +118,70 @@ public enum HuggingFaceTokenizer {
         return processor.member("single")?.arrayValue?.first?.member("SpecialToken")?.member("id")?.stringValue == token
     }
 }
+
+extension HuggingFaceTokenizer {
+    /// Llama 3's pre-tokenizer split (numbers in runs of up to 3 digits); Qwen2's has single digits.
+    static let llama3Split = #"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"#
+    static let qwen2Split = #"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"#
+
+    /// `tokenizer.json` and `tokenizer_config.json` for the byte-level BPE tokenizer in GGUF
+    /// metadata: the inverse of `metadata(folder:)`, so that reading them back gives a tokenizer
+    /// that `encodesLike` the GGUF one (vocabulary by id, merges, control tokens as special added
+    /// tokens and user-defined ones as plain added tokens, the pre-tokenizer, BOS/EOS, whether BOS
+    /// is added, the chat template).
+    /// - Throws: `ModelError.invalidFile` when the metadata holds no byte-level BPE tokenizer.
+    public static func files(metadata: GGUFMetadata) throws(ModelError) -> (tokenizer: JSONValue, config: JSONValue) {
+        let tokenizer = try BPETokenizer(metadata: metadata)
+        func number(_ value: some BinaryInteger) -> JSONValue { .number(String(value)) }
+        let types = metadata.value("tokenizer.ggml.token_type")?.arrayValue?.map { $0.integerValue ?? 1 } ?? []
+        var vocabulary: [(key: String, value: JSONValue)] = []
+        var seen = Set<String>()
+        for (id, text) in tokenizer.tokens.enumerated() where seen.insert(text).inserted { vocabulary.append((text, number(id))) }
+        let added: [JSONValue] = types.enumerated().filter { $0.element == 3 || $0.element == 4 }.map { id, kind in
+            .object([("id", number(id)), ("content", .string(tokenizer.tokens[id])), ("single_word", .bool(false)),
+                     ("lstrip", .bool(false)), ("rstrip", .bool(false)), ("normalized", .bool(false)), ("special", .bool(kind == 3))])
+        }
+        let merges: [JSONValue] = (metadata.value("tokenizer.ggml.merges")?.arrayValue ?? []).compactMap { value in
+            guard let text = value.stringValue, let space = text.firstIndex(of: " ") else { return nil }
+            return .array([.string(String(text[..<space])), .string(String(text[text.index(after: space)...]))])
+        }
+        func byteLevel(regex: Bool) -> JSONValue {
+            .object([("type", .string("ByteLevel")), ("add_prefix_space", .bool(false)), ("trim_offsets", .bool(true)), ("use_regex", .bool(regex))])
+        }
+        func split(_ pattern: String) -> JSONValue {
+            .object([("type", .string("Sequence")), ("pretokenizers", .array([
+                .object([("type", .string("Split")), ("pattern", .object([("Regex", .string(pattern))])),
+                         ("behavior", .string("Isolated")), ("invert", .bool(false))]),
+                byteLevel(regex: false)]))])
+        }
+        let pre: JSONValue
+        switch tokenizer.preTokenizer {
+        case .gpt2: pre = byteLevel(regex: true)
+        case .digitsThenGPT2:
+            pre = .object([("type", .string("Sequence")), ("pretokenizers", .array([
+                .object([("type", .string("Digits")), ("individual_digits", .bool(true))]), byteLevel(regex: true)]))])
+        case .llama3: pre = split(llama3Split)
+        case .qwen2: pre = split(qwen2Split)
+        }
+        let unknown = metadata.value("tokenizer.ggml.unknown_token_id")?.integerValue.map { JSONValue.string(tokenizer.tokens[$0]) } ?? .null
+        let model: JSONValue = .object([
+            ("type", .string("BPE")), ("dropout", .null), ("unk_token", unknown), ("continuing_subword_prefix", .null),
+            ("end_of_word_suffix", .null), ("fuse_unk", .bool(false)), ("byte_fallback", .bool(false)), ("ignore_merges", .bool(false)),
+            ("vocab", .object(vocabulary)), ("merges", .array(merges)),
+        ])
+        let file: JSONValue = .object([
+            ("version", .string("1.0")), ("truncation", .null), ("padding", .null), ("added_tokens", .array(added)),
+            ("normalizer", .null), ("pre_tokenizer", pre),
+            ("post_processor", .object([("type", .string("ByteLevel")), ("add_prefix_space", .bool(true)), ("trim_offsets", .bool(false)), ("use_regex", .bool(true))])),
+            ("decoder", .object([("type", .string("ByteLevel")), ("add_prefix_space", .bool(true)), ("trim_offsets", .bool(true)), ("use_regex", .bool(true))])),
+            ("model", model),
+        ])
+        var config: [(key: String, value: JSONValue)] = [("add_bos_token", .bool(tokenizer.addsBOS)), ("add_eos_token", .bool(false))]
+        if let bos = tokenizer.bos { config.append(("bos_token", .string(tokenizer.tokens[Int(bos)]))) }
+        if let eos = tokenizer.eos { config.append(("eos_token", .string(tokenizer.tokens[Int(eos)]))) }
+        if unknown != .null { config.append(("unk_token", unknown)) }
+        if let template = tokenizer.chatTemplate { config.append(("chat_template", .string(template))) }
+        config.append(("tokenizer_class", .string("PreTrainedTokenizerFast")))
+        return (file, .object(config))
+    }
+}

@@ -11,6 +11,9 @@
         Loads the folder with mlx_lm (its Llama model, quantized layers as config.json says), runs
         the windows a `shrink perplexity --kl-base` file holds and prints JSON: the mean and max
         KL-divergence of Shrink's scored rows from MLX's, and how often both pick the same top token.
+    mlx_crosscheck.py tokenize <mlx folder> <text file>
+        Loads the folder with mlx_lm.utils.load (model and tokenizer, as users do) and prints the
+        text's token ids (special tokens parsed, none added) as a JSON array.
     mlx_crosscheck.py embeddings <mlx folder> <sentences file> <shrink embeddings.safetensors>
         A BERT encoder written with mlx.core over the folder's weights (quantized ops through
         mlx.core.quantized_matmul), tokenized by the folder's tokenizer.json, mean-pooled and
@@ -146,6 +149,15 @@ def check_logits(folder, log_probabilities_path):
                       "max_kld": float(np.max(divergences)), "same_top": same_top / len(divergences)}))
 
 
+def tokenize(folder, text_path):
+    from mlx_lm.utils import load
+
+    _, tokenizer = load(folder)
+    with open(text_path, encoding="utf-8") as handle:
+        text = handle.read()
+    print(json.dumps(tokenizer.encode(text, add_special_tokens=False)))
+
+
 def linear(weights, config, op, x):
     layout = quantization_of(config, op)
     if layout is not None and op + ".scales" in weights:
@@ -225,6 +237,8 @@ def main():
         check_weights(sys.argv[2], sys.argv[3], sys.argv[4])
     elif len(sys.argv) == 4 and sys.argv[1] == "logits":
         check_logits(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 4 and sys.argv[1] == "tokenize":
+        tokenize(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 5 and sys.argv[1] == "embeddings":
         check_embeddings(sys.argv[2], sys.argv[3], sys.argv[4])
     else:

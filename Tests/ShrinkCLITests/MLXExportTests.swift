@@ -41,6 +41,19 @@ import ShrinkTestSupport
         // Both run the same weights in f32; what differs is summation order and MLX's own kernels.
         #expect(logits["rows"] as? Int == 62)
         #expect((logits["mean_kld"] as? Double ?? 1) < 1e-4 && (logits["same_top"] as? Double ?? 0) >= 0.98, "\(logits)")
+
+        // The folder's tokenizer (written from the GGUF metadata) loads in mlx_lm and splits text
+        // as Shrink does.
+        #expect(result.output.contains("tokenizer: tokenizer.json, tokenizer_config.json"))
+        let sample = folder.file("sample.txt")
+        try (String(try String(contentsOfFile: text, encoding: .utf8).prefix(2000)) + "<|im_start|>user\nDON'T 12345!<|im_end|>\n")
+            .write(toFile: sample, atomically: true, encoding: .utf8)
+        let shrinkIDs = run(["tokenize", "--model", model, "--input", sample, "--special", "--json"])
+        let (status, errors, mlxIDs) = try runPythonScript(Self.script, ["tokenize", exported, sample])
+        #expect(status == 0, "\(errors)")
+        func ids(_ json: String) -> [Int]? { (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [Int] }
+        let expected = try #require(ids(shrinkIDs.output), "\(shrinkIDs.output.prefix(200))")
+        #expect(expected.count > 400 && ids(mlxIDs) == expected)
     }
 
     @Test func miniLMWithAMixedRecipeLoadsInMLXAndEmbedsAsShrinkDoes() throws {

@@ -105,6 +105,24 @@ import ShrinkTestSupport
         #expect(tokenizer.encode("ab<s><tool>", parseSpecial: true) == [3, 2, 3, 4])
     }
 
+    @Test func gguFTokenizersWriteAsTokenizerJSONAndReadBackAlike() throws {
+        let metadata = GGUFMetadata(file: try GGUFFile(path: ModelArchitectureTests.smolLM2))
+        let original = try BPETokenizer(metadata: metadata)
+        let (tokenizer, config) = try HuggingFaceTokenizer.files(metadata: metadata)
+        let folder = TemporaryDirectory()
+        try tokenizer.serialized().write(toFile: folder.file("tokenizer.json"), atomically: true, encoding: .utf8)
+        try config.serialized().write(toFile: folder.file("tokenizer_config.json"), atomically: true, encoding: .utf8)
+        let read = try BPETokenizer(metadata: try #require(try HuggingFaceTokenizer.metadata(folder: folder.path)))
+        #expect(read.encodesLike(original) && read.chatTemplate == original.chatTemplate && read.eos == original.eos)
+        for pre in BPETokenizer.PreTokenizer.allCases {
+            let name = ["gpt2": "gpt2", "digitsThenGPT2": "smollm", "llama3": "llama-bpe", "qwen2": "qwen2"][pre.rawValue]!
+            let entries = metadata.entries.map { $0.key == "tokenizer.ggml.pre" ? (key: $0.key, value: GGUFValue.string(name)) : $0 }
+            let (json, _) = try HuggingFaceTokenizer.files(metadata: GGUFMetadata(path: "test", entries: entries))
+            try json.serialized().write(toFile: folder.file("tokenizer.json"), atomically: true, encoding: .utf8)
+            #expect(try BPETokenizer(metadata: try #require(try HuggingFaceTokenizer.metadata(folder: folder.path))).preTokenizer == pre)
+        }
+    }
+
     @Test func whatShrinkCannotRunIsNamed() throws {
         func reason(_ json: String) -> String {
             do { _ = try Self.metadata(json); return "" } catch { return "\(error)" }
