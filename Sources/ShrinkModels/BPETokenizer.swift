@@ -229,7 +229,7 @@ public struct BPETokenizer: Sendable {
         case .digitsThenGPT2:
             var result: [ArraySlice<Unicode.Scalar>] = []
             var start = 0
-            for (index, scalar) in text.enumerated() where isNumber(scalar) {
+            for (index, scalar) in text.enumerated() where isDigit(scalar) {
                 if start < index { result += gpt2Chunks(text[start..<index]) }
                 result.append(text[index...index])
                 start = index + 1
@@ -349,21 +349,16 @@ public struct BPETokenizer: Sendable {
         return nil
     }
 
-    static func isLetter(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.properties.generalCategory {
-        case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter: true
-        default: false
-        }
-    }
+    /// `\p{L}`, `\p{N}` and `\s` as the reference's regular expressions see them, and the
+    /// numerals its `Digits` pre-tokenizer isolates (`ByteLevelCharacterClasses`: older Unicode
+    /// tables than Swift's, so a newer letter such as U+2B73F is none there).
+    static func isLetter(_ scalar: Unicode.Scalar) -> Bool { ByteLevelCharacterClasses.letters.holds(scalar) }
 
-    static func isNumber(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.properties.generalCategory {
-        case .decimalNumber, .letterNumber, .otherNumber: true
-        default: false
-        }
-    }
+    static func isNumber(_ scalar: Unicode.Scalar) -> Bool { ByteLevelCharacterClasses.numbers.holds(scalar) }
 
-    static func isWhitespace(_ scalar: Unicode.Scalar) -> Bool { scalar.properties.isWhitespace }
+    static func isWhitespace(_ scalar: Unicode.Scalar) -> Bool { ByteLevelCharacterClasses.spaces.holds(scalar) }
+
+    static func isDigit(_ scalar: Unicode.Scalar) -> Bool { ByteLevelCharacterClasses.digits.holds(scalar) }
 
     // MARK: - Byte symbols
 

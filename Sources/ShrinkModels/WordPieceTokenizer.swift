@@ -1,17 +1,17 @@
 import Foundation
 
 /// The BERT WordPiece tokenizer (uncased), matching Hugging Face's `BertNormalizer` +
-/// `BertPreTokenizer` + `WordPiece` as configured for all-MiniLM-L6-v2.
+/// `BertPreTokenizer` + `WordPiece` as configured for all-MiniLM-L6-v2. Character classes are the
+/// reference's own, probed code point by code point (`BertCharacterClasses`), not the current
+/// Unicode tables, which differ from them (unassigned characters, U+2B820–U+2B91F, punctuation).
 ///
-/// 1. Clean: drop U+0000, U+FFFD and control characters (Unicode category C*, except tab, newline
-///    and carriage return, which count as whitespace); turn every whitespace (those three, space
-///    and category Zs) into a space.
-/// 2. Put spaces around CJK ideographs (the CJK Unified Ideographs blocks and their extensions,
-///    and the compatibility ideographs).
-/// 3. Strip accents (canonical decomposition, then drop nonspacing marks, category Mn) and
-///    lower-case (full Unicode lower-case mappings).
-/// 4. Split on spaces, and isolate every punctuation character (ASCII 33–47, 58–64, 91–96,
-///    123–126 and Unicode category P*).
+/// 1. Clean: drop U+0000, U+FFFD, control, format and private-use characters; turn every
+///    whitespace (tab, newline, carriage return and the other White_Space characters, U+2028 and
+///    U+2029 among them) into a space.
+/// 2. Put spaces around CJK ideographs.
+/// 3. Strip accents (canonical decomposition, then drop nonspacing marks) and lower-case (full
+///    Unicode lower-case mappings).
+/// 4. Split on spaces, and isolate every punctuation character.
 /// 5. Each word of at most `maximumCharactersPerWord` characters becomes the longest vocabulary
 ///    prefix, then the longest `##`-prefixed continuations; a word that cannot be covered is `[UNK]`.
 /// 6. `[CLS]` … `[SEP]`, keeping at most `maximumLength` ids (word pieces beyond are dropped).
@@ -23,6 +23,8 @@ public struct WordPieceTokenizer: Sendable {
     public let paddingID: Int32
     public let maximumLength: Int
     public let maximumCharactersPerWord = 100
+    /// BERT's special tokens the vocabulary has, longest first, matched in text by `encode`.
+    let specialTokens: [(scalars: [Unicode.Scalar], id: Int32)]
 
     /// Reads `vocab.txt` (one token per line, id = line number).
     /// - Throws: `ModelError.invalidFile` when a special token is missing.
@@ -47,30 +49,68 @@ public struct WordPieceTokenizer: Sendable {
         classifierID = try special("[CLS]")
         separatorID = try special("[SEP]")
         paddingID = try special("[PAD]")
+        specialTokens = ["[MASK]", "[PAD]", "[UNK]", "[CLS]", "[SEP]"].compactMap { token in
+            vocabulary[token].map { (Array(token.unicodeScalars), $0) }
+        }
         self.maximumLength = maximumLength
     }
 
-    /// The ids of `text`: `[CLS]`, its word pieces (truncated), `[SEP]`.
+    /// The ids of `text`: `[CLS]`, its word pieces (truncated), `[SEP]`. The special tokens
+    /// (`[PAD]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`) written in the text are matched first, as
+    /// they are, and become their ids (the reference's added tokens: not normalized, anywhere).
     public func encode(_ text: String) -> [Int32] {
         var ids = [classifierID]
         let budget = maximumLength - 2
-        outer: for word in words(of: text) {
-            for id in wordPieces(word) {
+        outer: for piece in splitSpecial(text) {
+            switch piece {
+            case .special(let id):
                 if ids.count - 1 >= budget { break outer }
                 ids.append(id)
+            case .text(let part):
+                for word in words(of: part) {
+                    for id in wordPieces(word) {
+                        if ids.count - 1 >= budget { break outer }
+                        ids.append(id)
+                    }
+                }
             }
         }
         ids.append(separatorID)
         return ids
     }
 
+    enum Piece: Equatable { case text(String), special(Int32) }
+
+    /// `text` cut at the special tokens written in it (leftmost first).
+    func splitSpecial(_ text: String) -> [Piece] {
+        let scalars = Array(text.unicodeScalars)
+        var pieces: [Piece] = []
+        var start = 0, position = 0
+        func flush(_ end: Int) {
+            if start < end { pieces.append(.text(String(String.UnicodeScalarView(scalars[start..<end])))) }
+        }
+        while position < scalars.count {
+            if scalars[position] == "[", let match = specialTokens.first(where: { token in
+                token.scalars.count <= scalars.count - position && scalars[position..<(position + token.scalars.count)].elementsEqual(token.scalars)
+            }) {
+                flush(position)
+                pieces.append(.special(match.id))
+                position += match.scalars.count
+                start = position
+            } else {
+                position += 1
+            }
+        }
+        flush(scalars.count)
+        return pieces
+    }
+
     /// Normalized, pre-tokenized words (steps 1–4).
     public func words(of text: String) -> [String] {
         var cleaned = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
-            if scalar.value == 0 || scalar.value == 0xFFFD { continue }
+            if Self.isRemoved(scalar) { continue }
             if Self.isWhitespace(scalar) { cleaned.append(" "); continue }
-            if Self.isControl(scalar) { continue }
             if Self.isCJK(scalar) {
                 cleaned.append(" "); cleaned.append(scalar); cleaned.append(" ")
             } else {
@@ -79,7 +119,7 @@ public struct WordPieceTokenizer: Sendable {
         }
         let decomposed = String(cleaned).decomposedStringWithCanonicalMapping
         var normalized = String.UnicodeScalarView()
-        for scalar in decomposed.unicodeScalars where scalar.properties.generalCategory != .nonspacingMark {
+        for scalar in decomposed.unicodeScalars where !Self.isNonspacingMark(scalar) {
             normalized.append(contentsOf: scalar.properties.lowercaseMapping.unicodeScalars)
         }
         var words: [String] = []
@@ -123,35 +163,13 @@ public struct WordPieceTokenizer: Sendable {
         return pieces
     }
 
-    static func isWhitespace(_ scalar: Unicode.Scalar) -> Bool {
-        scalar == " " || scalar == "\t" || scalar == "\n" || scalar == "\r" || scalar.properties.generalCategory == .spaceSeparator
-    }
+    static func isWhitespace(_ scalar: Unicode.Scalar) -> Bool { BertCharacterClasses.whitespace.holds(scalar) }
 
-    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        if scalar == "\t" || scalar == "\n" || scalar == "\r" { return false }
-        switch scalar.properties.generalCategory {
-        case .control, .format, .unassigned, .privateUse, .surrogate: return true
-        default: return false
-        }
-    }
+    static func isRemoved(_ scalar: Unicode.Scalar) -> Bool { BertCharacterClasses.removed.holds(scalar) }
 
-    static func isPunctuation(_ scalar: Unicode.Scalar) -> Bool {
-        let value = scalar.value
-        if (33...47).contains(value) || (58...64).contains(value) || (91...96).contains(value) || (123...126).contains(value) {
-            return true
-        }
-        switch scalar.properties.generalCategory {
-        case .connectorPunctuation, .dashPunctuation, .openPunctuation, .closePunctuation,
-             .initialPunctuation, .finalPunctuation, .otherPunctuation: return true
-        default: return false
-        }
-    }
+    static func isPunctuation(_ scalar: Unicode.Scalar) -> Bool { BertCharacterClasses.punctuation.holds(scalar) }
 
-    static func isCJK(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.value {
-        case 0x4E00...0x9FFF, 0x3400...0x4DBF, 0x20000...0x2A6DF, 0x2A700...0x2B73F, 0x2B740...0x2B81F,
-             0x2B820...0x2CEAF, 0xF900...0xFAFF, 0x2F800...0x2FA1F: return true
-        default: return false
-        }
-    }
+    static func isCJK(_ scalar: Unicode.Scalar) -> Bool { BertCharacterClasses.ideographs.holds(scalar) }
+
+    static func isNonspacingMark(_ scalar: Unicode.Scalar) -> Bool { BertCharacterClasses.nonspacingMarks.holds(scalar) }
 }
