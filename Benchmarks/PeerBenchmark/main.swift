@@ -225,7 +225,7 @@ for threads in [1, 2] {
     let peerVariants = peers.flatMap { peer in peer.variants.map { (name: $0.0, variant: $0.1, peer: peer) } }
     var batch1 = [String: [Double]](), throughput = [String: [Double]]()
     // Warm-up.
-    for (_, encoder) in encoders { for sequence in latencyIDs.prefix(20) { _ = encoder.embed([sequence]) }; _ = encoder.embed(batches[0]) }
+    for (_, encoder) in encoders { for sequence in latencyIDs.prefix(20) { _ = try encoder.embed([sequence]) }; _ = try encoder.embed(batches[0]) }
     for (_, variant, peer) in peerVariants {
         _ = peer.ask(["variant": variant, "threads": threads, "run": "batch1", "inputs": "latency"])
         _ = peer.ask(["variant": variant, "threads": threads, "run": "batch32", "inputs": "throughput"])
@@ -234,11 +234,11 @@ for threads in [1, 2] {
         for (name, encoder) in encoders {
             for sequence in latencyIDs {
                 let start = DispatchTime.now().uptimeNanoseconds
-                _ = encoder.embed([sequence])
+                _ = try encoder.embed([sequence])
                 batch1[name, default: []].append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
             }
             let start = DispatchTime.now().uptimeNanoseconds
-            for batch in batches { _ = encoder.embed(batch) }
+            for batch in batches { _ = try encoder.embed(batch) }
             throughput[name, default: []].append(Double(throughputIDs.count) / (Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9))
         }
         for (name, variant, peer) in peerVariants {
@@ -250,7 +250,7 @@ for threads in [1, 2] {
     }
     var threadRows: [Row] = []
     for (name, encoder) in encoders {
-        let (mean, minimum) = cosines(referenceIDs.map { encoder.embed([$0])[0] })
+        let (mean, minimum) = cosines(try referenceIDs.map { try encoder.embed([$0])[0] })
         threadRows.append(Row(name: name, threads: threads, batch1MillisecondsPerSentence: median(batch1[name]!),
                               batch32SentencesPerSecond: median(throughput[name]!), meanCosine: mean, minCosine: minimum))
     }

@@ -47,11 +47,11 @@ enum EmbedCommand {
         let hidden = encoder.dimension
         var embeddings = [Float](repeating: 0, count: ids.count * hidden)
         let start = Date()
-        embeddings.withUnsafeMutableBufferPointer { output in
+        try embeddings.withUnsafeMutableBufferPointer { output in
             for batchStart in stride(from: 0, to: ids.count, by: batchSize) {
                 let batchEnd = min(batchStart + batchSize, ids.count)
-                encoder.embed(Array(ids[batchStart..<batchEnd]),
-                              into: UnsafeMutableBufferPointer(rebasing: output[(batchStart * hidden)..<(batchEnd * hidden)]))
+                try encoder.embed(Array(ids[batchStart..<batchEnd]),
+                                  into: UnsafeMutableBufferPointer(rebasing: output[(batchStart * hidden)..<(batchEnd * hidden)]))
             }
         }
         let seconds = Date().timeIntervalSince(start)

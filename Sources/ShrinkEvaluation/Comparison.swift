@@ -163,7 +163,7 @@ public struct Comparison {
         let workloads = task.latencyWorkloads
         var samples = [[[Double]]](repeating: [[Double]](repeating: [], count: workloads.count), count: prepared.count)
         for item in prepared {
-            for workload in workloads.indices where item.model.itemCount(workload: workload) > 0 { item.model.run(workload: workload, item: 0) }
+            for workload in workloads.indices where item.model.itemCount(workload: workload) > 0 { try item.model.run(workload: workload, item: 0) }
         }
         for round in 0..<rounds {
             for (index, item) in prepared.enumerated() {
@@ -174,12 +174,12 @@ public struct Comparison {
                     case .latency:
                         for element in 0..<items {
                             let start = DispatchTime.now().uptimeNanoseconds
-                            item.model.run(workload: workload, item: element)
+                            try item.model.run(workload: workload, item: element)
                             samples[index][workload].append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
                         }
                     case .throughput:
                         let start = DispatchTime.now().uptimeNanoseconds
-                        for element in 0..<items { item.model.run(workload: workload, item: element) }
+                        for element in 0..<items { try item.model.run(workload: workload, item: element) }
                         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
                         let units = (0..<items).reduce(0) { $0 + item.model.units(workload: workload, item: $1) }
                         samples[index][workload].append(Double(units) / max(seconds, 1e-9))

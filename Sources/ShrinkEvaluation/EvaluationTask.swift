@@ -90,7 +90,9 @@ public protocol TaskModel: AnyObject {
     func itemCount(workload: Int) -> Int
     /// The units (sentences, tokens) item `item` of `workload` processes.
     func units(workload: Int, item: Int) -> Int
-    func run(workload: Int, item: Int)
+    /// Runs item `item` of workload `workload` once (what latency measurements time).
+    /// - Throws: the runtime's error for an input it cannot run.
+    func run(workload: Int, item: Int) throws
 }
 
 /// Receives a model's outputs chunk by chunk: `rows` rows of `width` floats.

@@ -152,15 +152,15 @@ final class PerplexityModel: TaskModel {
 
     /// `prompt`: the prompt as one batch, logits of its last row. `decode`: tokens one at a time
     /// from an empty cache, each the previous step's most likely token.
-    func run(workload: Int, item: Int) {
+    func run(workload: Int, item: Int) throws {
         state.reset()
         if workload == 0 {
-            try? decoder.evaluate(prompt, state: state, logitRows: (prompt.count - 1)..<prompt.count)
+            try decoder.evaluate(prompt, state: state, logitRows: (prompt.count - 1)..<prompt.count)
             return
         }
         var token = prompt[0]
         for _ in 0..<PerplexityTask.decodeTokens {
-            try? decoder.evaluate([token], state: state, logitRows: 0..<1) { _, logits in
+            try decoder.evaluate([token], state: state, logitRows: 0..<1) { _, logits in
                 var best = 0
                 for index in 1..<logits.count where logits[index] > logits[best] { best = index }
                 token = Int32(best)

@@ -109,7 +109,7 @@ final class STSModel: TaskModel {
         var embeddings = [[Float]](repeating: [], count: sentences.count)
         for start in stride(from: 0, to: order.count, by: 32) {
             let batch = Array(order[start..<min(start + 32, order.count)])
-            for (index, embedding) in zip(batch, encoder.embed(batch.map { sentences[$0] })) { embeddings[index] = embedding }
+            for (index, embedding) in zip(batch, try encoder.embed(batch.map { sentences[$0] })) { embeddings[index] = embedding }
         }
         let width = encoder.dimension
         for start in stride(from: 0, to: embeddings.count, by: Self.chunkRows) {
@@ -123,7 +123,7 @@ final class STSModel: TaskModel {
     func itemCount(workload: Int) -> Int { workload == 0 ? latencyInputs.count : throughputBatches.count }
     func units(workload: Int, item: Int) -> Int { workload == 0 ? 1 : throughputBatches[item].count }
 
-    func run(workload: Int, item: Int) {
-        _ = encoder.embed(workload == 0 ? [latencyInputs[item]] : throughputBatches[item])
+    func run(workload: Int, item: Int) throws {
+        _ = try encoder.embed(workload == 0 ? [latencyInputs[item]] : throughputBatches[item])
     }
 }

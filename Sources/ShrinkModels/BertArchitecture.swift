@@ -82,10 +82,11 @@ public protocol SentenceEmbeddingRuntime: ModelRuntime {
     /// The token ids of `text`, cut to the longest input the model takes.
     func tokenize(_ text: String) -> [Int32]
     /// The embeddings of token-id sequences (`dimension` floats each).
-    /// - Precondition: every sequence is non-empty and comes from `tokenize`.
-    func embed(_ sequences: [[Int32]]) -> [[Float]]
+    /// - Throws: `ModelError.invalidInput` for an empty or over-long sequence or an id outside
+    ///   the vocabulary (never for `tokenize`'s output).
+    func embed(_ sequences: [[Int32]]) throws(ModelError) -> [[Float]]
     /// Writes the embeddings of `sequences` into `output` (`sequences.count × dimension` floats).
-    func embed(_ sequences: [[Int32]], into output: UnsafeMutableBufferPointer<Float>)
+    func embed(_ sequences: [[Int32]], into output: UnsafeMutableBufferPointer<Float>) throws(ModelError)
 }
 
 /// A BERT encoder with its WordPiece tokenizer and pooling: the runtime `BertArchitecture` builds.
@@ -112,8 +113,10 @@ public final class SentenceEncoder: SentenceEmbeddingRuntime, @unchecked Sendabl
     public var dimension: Int { encoder.config.hiddenSize }
     public var linearExecutions: [LinearLayerExecution] { encoder.linearExecutions }
     public func tokenize(_ text: String) -> [Int32] { tokenizer.encode(text) }
-    public func embed(_ sequences: [[Int32]]) -> [[Float]] { encoder.embed(sequences) }
-    public func embed(_ sequences: [[Int32]], into output: UnsafeMutableBufferPointer<Float>) { encoder.embed(sequences, into: output) }
+    public func embed(_ sequences: [[Int32]]) throws(ModelError) -> [[Float]] { try encoder.embed(sequences) }
+    public func embed(_ sequences: [[Int32]], into output: UnsafeMutableBufferPointer<Float>) throws(ModelError) {
+        try encoder.embed(sequences, into: output)
+    }
 
     /// Runs the texts in batches of 32 through the encoder layer by layer (`BertEncoder.runLayerByLayer`).
     public func run(calibrationTexts texts: [String], blockFinished: (Int) throws -> Void) throws {

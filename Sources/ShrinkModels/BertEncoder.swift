@@ -83,23 +83,43 @@ public final class BertEncoder: @unchecked Sendable {
     }
 
     /// Sentence embeddings (`hiddenSize` floats each; unit length when normalizing) of token-id sequences.
-    /// - Precondition: every sequence is non-empty, fits the position table and its ids have
-    ///   embedding rows (`check(_:vocabularyFile:)` guarantees it for a tokenizer's output).
-    public func embed(_ sequences: [[Int32]]) -> [[Float]] {
+    /// - Throws: `ModelError.invalidInput` naming the first sequence that is empty, longer than
+    ///   the position table or holds an id without an embedding row (a tokenizer's output never
+    ///   does: `check(_:vocabularyFile:)`), before any work.
+    public func embed(_ sequences: [[Int32]]) throws(ModelError) -> [[Float]] {
         let hidden = config.hiddenSize
         var output = [Float](repeating: 0, count: sequences.count * hidden)
-        output.withUnsafeMutableBufferPointer { embed(sequences, into: $0) }
+        try output.withUnsafeMutableBufferPointer { buffer in
+            Result { () throws(ModelError) in try embed(sequences, into: buffer) }
+        }.get()
         return (0..<sequences.count).map { Array(output[($0 * hidden)..<(($0 + 1) * hidden)]) }
+    }
+
+    /// - Throws: `ModelError.invalidInput` for the first sequence `embed` cannot run.
+    func validate(_ sequences: [[Int32]]) throws(ModelError) {
+        for (index, sequence) in sequences.enumerated() {
+            guard !sequence.isEmpty else { throw .invalidInput(index: index, reason: "the token sequence is empty") }
+            guard sequence.count <= positionEmbeddings.rows else {
+                throw .invalidInput(index: index, reason: "\(sequence.count) tokens exceed the \(positionEmbeddings.rows) positions of the model")
+            }
+            if let bad = sequence.first(where: { $0 < 0 || Int($0) >= wordEmbeddings.rows }) {
+                throw .invalidInput(index: index, reason: "token id \(bad) is outside the vocabulary of \(wordEmbeddings.rows)")
+            }
+        }
     }
 
     /// Writes the sentence embeddings of `sequences` into `output` (`sequences.count × hiddenSize`
     /// floats, row after row). Once the encoder has run a batch of at least as many tokens, this
     /// allocates no heap memory: activations live in a kept workspace, kernels in reused scratch,
     /// and the threads get their work through `ParallelJob`s.
-    /// - Precondition: as for `embed(_:)`, and `output` holds `sequences.count × hiddenSize` floats.
-    public func embed(_ sequences: [[Int32]], into output: UnsafeMutableBufferPointer<Float>) {
+    /// - Throws: as `embed(_:)`, and `ModelError.invalidInput` when `output` holds fewer than
+    ///   `sequences.count × hiddenSize` floats.
+    public func embed(_ sequences: [[Int32]], into output: UnsafeMutableBufferPointer<Float>) throws(ModelError) {
         let hidden = config.hiddenSize
-        precondition(output.count >= sequences.count * hidden)
+        guard output.count >= sequences.count * hidden else {
+            throw .invalidInput(index: 0, reason: "the output holds \(output.count) floats, \(sequences.count * hidden) needed")
+        }
+        try validate(sequences)
         let total = sequences.reduce(0) { $0 + $1.count }
         var work = workspaces.take(tokens: total, hidden: hidden, intermediate: config.intermediateSize)
         defer { workspaces.give(work) }
@@ -164,7 +184,6 @@ public final class BertEncoder: @unchecked Sendable {
         work.lengths.removeAll(keepingCapacity: true)
         var row = 0
         for sequence in sequences {
-            precondition(!sequence.isEmpty && sequence.count <= positionEmbeddings.rows)
             work.lengths.append(sequence.count)
             for (position, id) in sequence.enumerated() {
                 work.states.withUnsafeMutableBufferPointer { buffer in

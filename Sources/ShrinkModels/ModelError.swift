@@ -8,6 +8,8 @@ public enum ModelError: Error, Equatable, CustomStringConvertible {
     case notRunnable(architecture: String, reason: String)
     /// A model's runtime lacks what a task needs (a decoder asked for sentence embeddings).
     case wrongCapability(architecture: String, needed: String)
+    /// Input `index` of a call cannot run: empty, too long, or a token id outside the vocabulary.
+    case invalidInput(index: Int, reason: String)
 
     public var description: String {
         switch self {
@@ -15,6 +17,7 @@ public enum ModelError: Error, Equatable, CustomStringConvertible {
         case .invalidWeight(let tensor, let reason): "tensor '\(tensor)': \(reason)"
         case .notRunnable(let architecture, let reason): "\(architecture) models cannot run: \(reason)"
         case .wrongCapability(let architecture, let needed): "a \(architecture) model does not provide \(needed)"
+        case .invalidInput(let index, let reason): "input \(index): \(reason)"
         }
     }
 }

@@ -66,7 +66,7 @@ import ShrinkTesting
                             "\(weights): \(layer.name) runs \(layer.execution.weights) on \(layer.execution.kernel)")
                 }
             }
-            return runtime.embed(sentences.map(runtime.tokenize))
+            return try runtime.embed(sentences.map(runtime.tokenize))
         }
         let reference = try embeddings(base + "/model.safetensors", .float32)
         func meanCosine(_ values: [[Float]]) -> Double {

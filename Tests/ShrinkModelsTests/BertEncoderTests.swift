@@ -36,6 +36,23 @@ import ShrinkTestSupport
                         source: try WeightSource(path: weights))
     }
 
+    /// Token sequences the encoder cannot run are typed errors naming the sequence, before any work.
+    @Test func sequencesItCannotRunAreErrorsNotTraps() throws {
+        let encoder = try Self.encoder(weights: TestModels.miniLM + "/model.safetensors")
+        let good: [Int32] = [101, 1037, 102]
+        #expect(throws: ModelError.invalidInput(index: 1, reason: "the token sequence is empty")) { try encoder.embed([good, []]) }
+        #expect(throws: ModelError.invalidInput(index: 0, reason: "513 tokens exceed the 512 positions of the model")) {
+            try encoder.embed([[Int32](repeating: 1037, count: 513)])
+        }
+        #expect(throws: ModelError.invalidInput(index: 2, reason: "token id 30522 is outside the vocabulary of 30522")) {
+            try encoder.embed([good, good, [101, 30522, 102]])
+        }
+        #expect(throws: ModelError.invalidInput(index: 0, reason: "token id -1 is outside the vocabulary of 30522")) { try encoder.embed([[-1]]) }
+        var small = [Float](repeating: 0, count: 10)
+        #expect(throws: ModelError.self) { try small.withUnsafeMutableBufferPointer { try encoder.embed([good], into: $0) } }
+        #expect(try encoder.embed([]).isEmpty && encoder.embed([good]).count == 1)
+    }
+
     @Test func fp32EmbeddingsMatchTheReference() throws {
         let tokenizer = try WordPieceTokenizer(vocabularyFile: TestModels.miniLM + "/vocab.txt")
         let encoder = try Self.encoder(weights: TestModels.miniLM + "/model.safetensors")
@@ -44,13 +61,13 @@ import ShrinkTestSupport
         let ids = sentences.map(tokenizer.encode)
         var worst = (index: -1, cosine: 1.0)
         for (index, sequence) in ids.enumerated() {
-            let embedding = encoder.embed([sequence])[0]
+            let embedding = try encoder.embed([sequence])[0]
             let cosine = Self.cosine(embedding, reference[index])
             if cosine < worst.cosine { worst = (index, cosine) }
         }
         #expect(worst.cosine >= 0.9999, "worst sentence \(worst.index): cosine \(worst.cosine)")
         // A packed batch gives the same embeddings as one sentence at a time.
-        let batch = encoder.embed(Array(ids.prefix(32)))
+        let batch = try encoder.embed(Array(ids.prefix(32)))
         for index in 0..<32 {
             #expect(Self.cosine(batch[index], reference[index]) >= 0.9999, "batched sentence \(index)")
         }
@@ -67,7 +84,7 @@ import ShrinkTestSupport
         let reference = try Self.referenceEmbeddings()
         let sentences = try Self.referenceSentences()
         for index in [0, 1, 100, 258] {
-            let cosine = Self.cosine(encoder.embed([tokenizer.encode(sentences[index])])[0], reference[index])
+            let cosine = Self.cosine(try encoder.embed([tokenizer.encode(sentences[index])])[0], reference[index])
             #expect(cosine >= 0.995, "int8 sentence \(index): cosine \(cosine)")
         }
     }
@@ -99,9 +116,9 @@ import ShrinkTestSupport
                 try BertEncoder(config: try BertConfig(path: TestModels.miniLM + "/config.json"), pooling: try SentencePooling(folder: TestModels.miniLM),
                                 source: try WeightSource(path: weights, threads: 2, kernels: pair.0, integerKernels: pair.1))
             }
-            let batched = encoders.map { $0.embed(ids) }
+            let batched = try encoders.map { try $0.embed(ids) }
             for index in ids.indices {
-                let alone = encoders.map { $0.embed([ids[index]])[0] }
+                let alone = try encoders.map { try $0.embed([ids[index]])[0] }
                 let cosine = min(Self.cosine(alone[0], alone[1]), Self.cosine(batched[0][index], batched[1][index]))
                 #expect(cosine >= (weights == int8 ? 0.9995 : 0.999_999), "\(kernels)/\(integerKernels) \(weights) sentence \(index): cosine \(cosine)")
             }
@@ -132,9 +149,9 @@ import ShrinkTestSupport
         for batch in [[ids[3]], ids] {
             var output = [Float](repeating: 0, count: batch.count * 384)
             try output.withUnsafeMutableBufferPointer { buffer in
-                encoder.embed(batch, into: buffer)
+                try encoder.embed(batch, into: buffer)
                 shrink_count_allocations_begin()
-                encoder.embed(batch, into: buffer)
+                try encoder.embed(batch, into: buffer)
                 let allocations = shrink_count_allocations_end()
                 #expect(allocations == 0, "\(recipeJSON ?? "fp32"), batch of \(batch.count): \(allocations) allocations")
                 let reference = try Self.referenceEmbeddings()
@@ -159,10 +176,10 @@ import ShrinkTestSupport
         let tokenizer = try WordPieceTokenizer(vocabularyFile: TestModels.miniLM + "/vocab.txt")
         let reference = try Self.referenceEmbeddings()
         let ids = try Self.referenceSentences().prefix(40).map(tokenizer.encode)
-        let batch = encoder.embed(Array(ids))
+        let batch = try encoder.embed(Array(ids))
         let worst = (0..<ids.count).map { Self.cosine(batch[$0], reference[$0]) }.min()!
         #expect(worst >= minimumCosine, "\(dtype): worst cosine \(worst)")
-        #expect(Self.cosine(encoder.embed([ids[3]])[0], reference[3]) >= minimumCosine)
+        #expect(Self.cosine(try encoder.embed([ids[3]])[0], reference[3]) >= minimumCosine)
 
         // A non-finite 16-bit weight is an error naming the tensor and element.
         let poisoned = "encoder.layer.2.intermediate.dense.weight"

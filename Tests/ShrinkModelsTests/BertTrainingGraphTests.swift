@@ -56,7 +56,7 @@ import ShrinkTestSupport
             let graph = try BertTrainingGraph(config: Self.config, pooling: pooling,
                                               parameters: BertTrainingParameters(tensors: Dictionary(uniqueKeysWithValues: tensors.map { ($0.name, $0.values) })))
             let sequences = Self.sequences(count: 7, seed: 2)
-            let expected = encoder.embed(sequences).flatMap { $0 }
+            let expected = try encoder.embed(sequences).flatMap { $0 }
             let actual = graph.embeddings(sequences)
             let worst = zip(expected, actual).map { abs($0 - $1) }.max()!
             #expect(worst < 2e-5, "\(pooling.mode): largest difference \(worst)")

@@ -42,7 +42,7 @@ import ShrinkTestSupport
         let whole = InputStatisticsRecorder(layers: Set(architecture.observationPoints))
         let encoder = try #require(try runtime(whole) as? any SentenceEmbeddingRuntime)
         let ids = texts.map(encoder.tokenize)
-        for start in stride(from: 0, to: ids.count, by: 32) { _ = encoder.embed(Array(ids[start..<min(start + 32, ids.count)])) }
+        for start in stride(from: 0, to: ids.count, by: 32) { _ = try encoder.embed(Array(ids[start..<min(start + 32, ids.count)])) }
 
         let blocks = try Self.blocks(texts, runtime: runtime, layers: architecture.observationPoints)
         #expect(blocks.count == 6)
