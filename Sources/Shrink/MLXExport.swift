@@ -51,7 +51,9 @@ extension ModelExport {
             }
             switch store.tensor(named: name)! {
             case .dense(let tensor):
-                let bytes = target.rowOrder.map { permuteRows(Array(tensor.bytes), rows: tensor.shape[0], order: $0) } ?? Array(tensor.bytes)
+                let bytes = target.rowOrder.map {
+                    MLXAffinePacking.reorderRows(Array(tensor.bytes), width: tensor.bytes.count / tensor.shape[0], order: $0)
+                } ?? Array(tensor.bytes)
                 tensors.append((target.name, try DenseTensor(dtype: tensor.dtype, shape: tensor.shape, bytes: bytes)))
                 denseCount += 1
                 if tensor.shape.count == 2, target.name.hasSuffix(".weight") { layouts.append((String(target.name.dropLast(7)), nil)) }
@@ -127,12 +129,6 @@ extension ModelExport {
         case .palette(let layout): return "affine \(nearestBits(layout.bits))-bit, group 32"
         case .sparse(_, let base), .rotated(_, let base): return nearestMLXLayout(base)
         }
-    }
-
-    /// Rows of `bytes` (`rows` equal rows) in `order`: row `i` of the result is row `order[i]`.
-    static func permuteRows(_ bytes: [UInt8], rows: Int, order: [Int]) -> [UInt8] {
-        let width = bytes.count / rows
-        return order.flatMap { bytes[($0 * width)..<(($0 + 1) * width)] }
     }
 
     static func bytes<T>(of values: [T]) -> [UInt8] { values.withUnsafeBytes { Array($0) } }

@@ -22,11 +22,10 @@ public struct MLXAffineTensor: Sendable, Equatable {
 
     /// The same tensor with its rows reordered: row `i` of the result is row `order[i]`.
     public func permutingRows(_ order: [Int]) -> MLXAffineTensor {
-        func permute<T>(_ values: [T], width: Int) -> [T] { order.flatMap { values[($0 * width)..<(($0 + 1) * width)] } }
         var result = self
-        result.words = permute(words, width: wordsPerRow)
-        result.scales = permute(scales, width: columns / groupSize)
-        result.biases = permute(biases, width: columns / groupSize)
+        result.words = MLXAffinePacking.reorderRows(words, width: wordsPerRow, order: order)
+        result.scales = MLXAffinePacking.reorderRows(scales, width: columns / groupSize, order: order)
+        result.biases = MLXAffinePacking.reorderRows(biases, width: columns / groupSize, order: order)
         return result
     }
 }
@@ -43,6 +42,11 @@ public struct MLXAffineTensor: Sendable, Equatable {
 /// decoding bit for bit, so the scales and biases are kept in `Float` (with `F16` the sums would
 /// round again). Cost: O(n) in the tensor's weights.
 public enum MLXAffinePacking {
+    /// Rows of `width` values of `values` in `order`: row `i` of the result is row `order[i]`.
+    public static func reorderRows<T>(_ values: [T], width: Int, order: [Int]) -> [T] {
+        order.flatMap { values[($0 * width)..<(($0 + 1) * width)] }
+    }
+
     /// The group sizes MLX's affine quantization accepts, largest first.
     public static let groupSizes = [128, 64, 32]
     /// The code widths MLX's affine quantization accepts.
