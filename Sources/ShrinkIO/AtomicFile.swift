@@ -6,11 +6,19 @@ import Darwin
 
 /// Writes a file so that readers see either the old file or the complete new one, never a part:
 /// the bytes go to a temporary file in the same folder, which is flushed to disk and then renamed
-/// over `path`. When writing fails or `commit` is never called, the temporary file is removed.
+/// over `path`.
+///
+/// On Linux the temporary file is unnamed (`O_TMPFILE`) until `commit` links it under a temporary
+/// name and renames it over `path`, so a process killed while writing (even by SIGKILL) leaves no
+/// file behind. Where the file system lacks `O_TMPFILE` it is a named `.<name>.tmp-XXXXXX` file,
+/// removed when writing fails or `commit` is never called (a SIGKILL then leaves it).
 public final class AtomicFile {
     /// The destination path.
     public let path: String
-    private let temporaryPath: String
+    private let folder: String
+    private let base: String
+    /// The temporary file's name, or `nil` while it is unnamed (`O_TMPFILE`).
+    private var temporaryPath: String?
     private var descriptor: Int32
     private var committed = false
 
@@ -18,16 +26,31 @@ public final class AtomicFile {
     public init(path: String) throws(ShrinkIOError) {
         self.path = path
         let slash = path.lastIndex(of: "/")
-        let folder = slash.map { String(path[...$0]) } ?? ""
-        let base = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        folder = slash.map { String(path[...$0]) } ?? ""
+        base = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        #if os(Linux)
+        descriptor = open(folder.isEmpty ? "." : folder, Self.unnamedTemporaryFlags | O_WRONLY | O_CLOEXEC, 0o644)
+        if descriptor >= 0 {
+            fchmod(descriptor, 0o644)
+            return
+        }
+        #endif
+        (descriptor, temporaryPath) = try Self.namedTemporary(folder: folder, base: base, destination: path)
+    }
+
+    #if os(Linux)
+    /// `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`), which Glibc's Swift overlay does not export.
+    private static let unnamedTemporaryFlags: Int32 = 0o20000000 | O_DIRECTORY
+    #endif
+
+    private static func namedTemporary(folder: String, base: String, destination: String) throws(ShrinkIOError) -> (Int32, String) {
         var template = Array("\(folder).\(base).tmp-XXXXXX".utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard descriptor >= 0 else {
-            throw .writeFailed(path: path, reason: "cannot create a temporary file: \(String(cString: strerror(errno)))")
+            throw .writeFailed(path: destination, reason: "cannot create a temporary file: \(String(cString: strerror(errno)))")
         }
-        self.descriptor = descriptor
-        self.temporaryPath = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         fchmod(descriptor, 0o644)
+        return (descriptor, String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
     }
 
     /// Appends `bytes` to the temporary file.
@@ -54,17 +77,32 @@ public final class AtomicFile {
     /// Flushes the temporary file to disk and renames it to `path`.
     public func commit() throws(ShrinkIOError) {
         guard fsync(descriptor) == 0 else { throw .writeFailed(path: path, reason: String(cString: strerror(errno))) }
+        if temporaryPath == nil { try link() }
         close(descriptor)
         descriptor = -1
-        guard rename(temporaryPath, path) == 0 else {
+        guard let temporaryPath, rename(temporaryPath, path) == 0 else {
             throw .writeFailed(path: path, reason: String(cString: strerror(errno)))
         }
         committed = true
     }
 
+    /// Gives the unnamed temporary file a name next to `path`: `linkat` cannot replace a file, so
+    /// it takes a fresh `.<name>.tmp-<n>` name that `commit` renames over `path`.
+    private func link() throws(ShrinkIOError) {
+        for attempt in 0..<100 {
+            let candidate = "\(folder).\(base).tmp-\(getpid())-\(attempt)"
+            if linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", AT_FDCWD, candidate, AT_SYMLINK_FOLLOW) == 0 {
+                temporaryPath = candidate
+                return
+            }
+            guard errno == EEXIST else { break }
+        }
+        throw .writeFailed(path: path, reason: "cannot name the temporary file: \(String(cString: strerror(errno)))")
+    }
+
     deinit {
         if descriptor >= 0 { close(descriptor) }
-        if !committed { unlink(temporaryPath) }
+        if !committed, let temporaryPath { unlink(temporaryPath) }
     }
 }
 

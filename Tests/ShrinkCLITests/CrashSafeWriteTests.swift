@@ -4,7 +4,8 @@ import ShrinkTestSupport
 
 /// `shrink compress` killed (SIGKILL) at points spread over its run leaves the destination as it
 /// was, absent or the complete previous file, never a part of the new one: files are written next
-/// to the destination and renamed over it only when complete (`AtomicFile`).
+/// to the destination, unnamed until complete (`O_TMPFILE`), and renamed over it only then
+/// (`AtomicFile`), so no temporary file outlives a kill either.
 @Suite struct CrashSafeWriteTests {
     /// The `shrink` executable the build put next to the running test binary.
     static var executable: String {
@@ -36,8 +37,12 @@ import ShrinkTestSupport
         let folder = TemporaryDirectory()
         let output = folder.file("model.safetensors")
         // Killed before any complete file: nothing at the destination.
+        func leftovers() throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0 != "model.safetensors" && $0 != "complete.safetensors" }
+        }
         _ = try Self.compress(output, recipe: recipes.appendingPathComponent("minilm-int8-channel.json").path, killAfter: 0.05)
         #expect(!FileManager.default.fileExists(atPath: output))
+        #expect(try leftovers() == [])
         #expect(try Self.compress(output, recipe: recipes.appendingPathComponent("minilm-int8-channel.json").path, killAfter: nil) == 0)
         let previous = try Data(contentsOf: URL(fileURLWithPath: output))
         // Another recipe over it, killed at points from loading to writing: the previous file or the new one, whole.
@@ -46,6 +51,7 @@ import ShrinkTestSupport
         for delay in [0.02, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8] {
             _ = try Self.compress(output, recipe: other, killAfter: delay)
             let now = try Data(contentsOf: URL(fileURLWithPath: output))
+            #expect(try leftovers() == [], "killed after \(delay) s")
             if now == previous {
                 sawPrevious = true
             } else {
