@@ -27,5 +27,6 @@ python3 scripts/fetch-models.py "$@"
 # The whole setup (no model named, as scripts/test.sh runs it) also builds what the tests compare
 # against; the quick start, which names its model, does not need it.
 if [ $# -eq 0 ]; then
-    echo "setup: llama.cpp's llama-perplexity at $(scripts/build-llama-cpp.sh)"
+    perplexity=$(scripts/build-llama-cpp.sh)
+    echo "setup: llama.cpp's llama-perplexity at $perplexity"
 fi
