@@ -117,6 +117,10 @@ enum EndToEndTuning {
         let pooling = try SentencePooling(folder: folder)
         let tokenizer = try WordPieceTokenizer(vocabularyFile: folder + "/vocab.txt",
                                                maximumLength: min(BertArchitecture.longestInput, bert.config.maxPositions))
+        if let largest = tokenizer.vocabulary.values.max(), Int(largest) >= bert.config.vocabularySize {
+            throw ModelError.invalidFile(path: folder + "/vocab.txt",
+                                         reason: "token id \(largest) has no row in the \(bert.config.vocabularySize)-row word embedding table")
+        }
         return Inputs(architecture: bert, pooling: pooling, sequences: try Calibration.lines(config.data.path, limit: config.data.limit).map { tokenizer.encode($0) },
                       recipeFile: recipeFile)
     }

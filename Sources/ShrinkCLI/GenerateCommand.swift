@@ -50,7 +50,7 @@ enum GenerateCommand {
             throw UsageError(command: spec.name, message: "the prompt's \(tokens.count) tokens fill the model's context of \(decoder.config.contextLength)")
         }
         let state = decoder.makeState(capacity: capacity, batch: min(tokens.count, 512))
-        var sampler = TokenSampler(temperature: Float(temperature), topP: Float(topP), seed: seed)
+        var sampler = try TokenSampler(temperature: Float(temperature), topP: Float(topP), seed: seed)
         var stream = UTF8Stream()
         var next: Int32 = 0
         let promptStart = Date()

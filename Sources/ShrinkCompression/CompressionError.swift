@@ -24,3 +24,12 @@ public enum CompressionError: Error, Equatable, CustomStringConvertible {
         }
     }
 }
+
+extension DenseTensor {
+    /// A stored part of the encoding of `tensor`: the tensor `build` makes, or
+    /// `CompressionError.invalidWeight` naming `tensor` when the part's shape or dtype cannot
+    /// hold its values.
+    static func part(of tensor: String, _ build: () throws(ShrinkCoreError) -> DenseTensor) throws(CompressionError) -> DenseTensor {
+        do { return try build() } catch { throw .invalidWeight(tensor: tensor, reason: error.description) }
+    }
+}

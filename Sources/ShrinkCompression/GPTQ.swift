@@ -45,8 +45,8 @@ enum GPTQ {
             }
         }
         if let tensorParameters { parameters[0] = tensorParameters }
-        return (layout, LinearQuantizer.parts(codes: codes, parameters: parameters, config: config,
-                                              rowScales: config.scaleDType == .u8 ? rowScales : nil))
+        return (layout, try LinearQuantizer.parts(codes: codes, parameters: parameters, config: config,
+                                                  rowScales: config.scaleDType == .u8 ? rowScales : nil, tensor: tensor))
     }
 
     /// Re-chooses the indices of a palettization (`parts` from `Palettizer`) by GPTQ against its
@@ -61,7 +61,9 @@ enum GPTQ {
                               parts: [String: DenseTensor], damping: Double, actOrder: Bool, threads: Int,
                               tensor: String) throws(CompressionError) -> [String: DenseTensor] {
         let entries = layout.entries, width = layout.vectorSize
-        precondition(width == 1 || layout.channelAxis == 0)
+        guard width == 1 || layout.channelAxis == 0 else {
+            throw .invalidWeight(tensor: tensor, reason: "GPTQ assigns vector palettes only along rows (channel axis 0)")
+        }
         var luts = EncodedTensor.paletteLUTs(parts)
         let channelScales = parts["channel_scales"]?.floats()
         var indices = [UInt8](repeating: 0, count: values.count / width)
@@ -95,14 +97,14 @@ enum GPTQ {
                     return grid
                 }
                 try assign()
-                result.merge(LUTGrid.parts(luts: luts, grids: grids, shape: parts["lut"]!.shape)) { $1 }
+                result.merge(try LUTGrid.parts(luts: luts, grids: grids, shape: parts["lut"]!.shape, tensor: tensor)) { $1 }
             } else {
                 try assign()
-                result["lut"] = try! DenseTensor(converting: luts, to: layout.lutDType, shape: parts["lut"]!.shape)
+                result["lut"] = try DenseTensor.part(of: tensor) { () throws(ShrinkCoreError) in try DenseTensor(converting: luts, to: layout.lutDType, shape: parts["lut"]!.shape) }
             }
         }
-        result["indices"] = try! DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: indices.count, bits: layout.bits)],
-                                             bytes: PackedBits.pack(indices, bits: layout.bits))
+        result["indices"] = try DenseTensor.part(of: tensor) { () throws(ShrinkCoreError) in try DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: indices.count, bits: layout.bits)],
+                                             bytes: PackedBits.pack(indices, bits: layout.bits)) }
         return result
     }
 
@@ -211,10 +213,14 @@ enum GPTQ {
     /// over all of `R` per block and row. The same sums in another order.
     static func solve<Rounder: ColumnRounder>(_ values: [Float], shape: [Int], correlation: InputCorrelation, damping: Double, actOrder: Bool,
                                               threads: Int, tensor: String, rounder: Rounder) throws(CompressionError) {
-        precondition(shape.count == 2 && values.count == shape[0] * shape[1])
+        guard shape.count == 2 && values.count == shape[0] * shape[1] else {
+            throw .invalidWeight(tensor: tensor, reason: "GPTQ needs a 2-D weight, not \(Shape.describe(shape))")
+        }
         let (rows, columns) = (shape[0], shape[1])
         let width = rounder.width
-        precondition(columns % width == 0)
+        guard columns % width == 0 else {
+            throw .invalidWeight(tensor: tensor, reason: "\(columns) inputs are not a whole number of \(width)-wide vectors")
+        }
         guard correlation.size == columns else {
             throw .invalidWeight(tensor: tensor, reason: "the calibration correlation is \(correlation.size) wide, the weight has \(columns) inputs")
         }

@@ -80,7 +80,7 @@ enum LinearQuantizer {
                 codes[k] = UInt8(quantize(values[k], parameters[group], layout: layout, qMin: qMin, qMax: qMax) + layout.codeOffset)
             }
         }
-        return (layout, parts(codes: codes, parameters: parameters, config: config, rowScales: rowScales))
+        return (layout, try parts(codes: codes, parameters: parameters, config: config, rowScales: rowScales, tensor: tensor))
     }
 
     /// The largest block-scale multiplier `m` of integer block scales for a block with (effective)
@@ -207,10 +207,11 @@ enum LinearQuantizer {
 
     /// The stored parts (`codes` packed to `bits`, `scales`, and `zero_points` unless symmetric;
     /// with integer block scales, `scales` holds the multipliers and `channel_scales` the row scales).
-    static func parts(codes: [UInt8], parameters: [GroupParameters], config: QuantizationConfig, rowScales: [Float]?) -> [String: DenseTensor] {
+    static func parts(codes: [UInt8], parameters: [GroupParameters], config: QuantizationConfig, rowScales: [Float]?,
+                      tensor: String) throws(CompressionError) -> [String: DenseTensor] {
         var parts: [String: DenseTensor] = [
-            "codes": try! DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: codes.count, bits: config.bits)],
-                                      bytes: PackedBits.pack(codes, bits: config.bits)),
+            "codes": try DenseTensor.part(of: tensor) { () throws(ShrinkCoreError) in try DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: codes.count, bits: config.bits)],
+                                      bytes: PackedBits.pack(codes, bits: config.bits)) },
         ]
         if let rowScales {
             let blocksPerRow = parameters.count / rowScales.count
@@ -218,14 +219,14 @@ enum LinearQuantizer {
                 let rowScale = rowScales[group / blocksPerRow]
                 return UInt8(rowScale > 0 ? Int((parameters[group].scale / rowScale).rounded()) : 0)
             }
-            parts["scales"] = try! DenseTensor(dtype: .u8, shape: [parameters.count], bytes: multipliers)
-            parts["channel_scales"] = try! DenseTensor(converting: rowScales, to: .f16, shape: [rowScales.count])
+            parts["scales"] = try DenseTensor.part(of: tensor) { () throws(ShrinkCoreError) in try DenseTensor(dtype: .u8, shape: [parameters.count], bytes: multipliers) }
+            parts["channel_scales"] = try DenseTensor.part(of: tensor) { () throws(ShrinkCoreError) in try DenseTensor(converting: rowScales, to: .f16, shape: [rowScales.count]) }
         } else {
-            parts["scales"] = try! DenseTensor(converting: parameters.map(\.scale), to: config.scaleDType, shape: [parameters.count])
+            parts["scales"] = try DenseTensor.part(of: tensor) { () throws(ShrinkCoreError) in try DenseTensor(converting: parameters.map(\.scale), to: config.scaleDType, shape: [parameters.count]) }
         }
         if !config.symmetric {
             let bytes = parameters.map { UInt8(truncatingIfNeeded: $0.zeroPoint) }
-            parts["zero_points"] = try! DenseTensor(dtype: config.signed ? .i8 : .u8, shape: [parameters.count], bytes: bytes)
+            parts["zero_points"] = try DenseTensor.part(of: tensor) { () throws(ShrinkCoreError) in try DenseTensor(dtype: config.signed ? .i8 : .u8, shape: [parameters.count], bytes: bytes) }
         }
         return parts
     }

@@ -102,16 +102,16 @@ enum Palettizer {
         }
         if let error = failure.error { throw error }
         var parts: [String: DenseTensor] = [
-            "indices": try! DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: vectorCount, bits: config.bits)],
-                                        bytes: PackedBits.pack(indices, bits: config.bits)),
+            "indices": try DenseTensor.part(of: tensor) { () throws(ShrinkCoreError) in try DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: vectorCount, bits: config.bits)],
+                                        bytes: PackedBits.pack(indices, bits: config.bits)) },
         ]
         let lutShape = [groupCount, entries, d]
         if config.lutDType == .i8 {
-            parts.merge(LUTGrid.parts(luts: luts, grids: lutGrids, shape: lutShape)) { $1 }
+            parts.merge(try LUTGrid.parts(luts: luts, grids: lutGrids, shape: lutShape, tensor: tensor)) { $1 }
         } else {
-            parts["lut"] = try! DenseTensor(converting: luts, to: config.lutDType, shape: lutShape)
+            parts["lut"] = try DenseTensor.part(of: tensor) { () throws(ShrinkCoreError) in try DenseTensor(converting: luts, to: config.lutDType, shape: lutShape) }
         }
-        if let channelScales { parts["channel_scales"] = try! DenseTensor(converting: channelScales, shape: [channelScales.count]) }
+        if let channelScales { parts["channel_scales"] = try DenseTensor.part(of: tensor) { () throws(ShrinkCoreError) in try DenseTensor(converting: channelScales, shape: [channelScales.count]) } }
         return (layout, parts)
     }
 
@@ -241,12 +241,12 @@ struct LUTGrid {
 
     /// Parts `lut` (I8), `lut_scales` and `lut_zero_points` of LUTs already on `grids` (one per
     /// group, `shape` `[groups, entries, vector size]`).
-    static func parts(luts: [Float], grids: [LUTGrid], shape: [Int]) -> [String: DenseTensor] {
+    static func parts(luts: [Float], grids: [LUTGrid], shape: [Int], tensor: String) throws(CompressionError) -> [String: DenseTensor] {
         let width = luts.count / grids.count
         return [
-            "lut": try! DenseTensor(dtype: .i8, shape: shape, bytes: luts.indices.map { UInt8(bitPattern: Int8(grids[$0 / width].code(luts[$0]))) }),
-            "lut_scales": try! DenseTensor(converting: grids.map(\.scale), shape: [grids.count]),
-            "lut_zero_points": try! DenseTensor(dtype: .i8, shape: [grids.count], bytes: grids.map { UInt8(bitPattern: Int8($0.zeroPoint)) }),
+            "lut": try DenseTensor.part(of: tensor) { () throws(ShrinkCoreError) in try DenseTensor(dtype: .i8, shape: shape, bytes: luts.indices.map { UInt8(bitPattern: Int8(grids[$0 / width].code(luts[$0]))) }) },
+            "lut_scales": try DenseTensor.part(of: tensor) { () throws(ShrinkCoreError) in try DenseTensor(converting: grids.map(\.scale), shape: [grids.count]) },
+            "lut_zero_points": try DenseTensor.part(of: tensor) { () throws(ShrinkCoreError) in try DenseTensor(dtype: .i8, shape: [grids.count], bytes: grids.map { UInt8(bitPattern: Int8($0.zeroPoint)) }) },
         ]
     }
 }
@@ -272,9 +272,9 @@ extension EncodedTensor {
         if layout.lutDType == .i8 {
             let width = luts.count / groups
             let grids = (0..<groups).map { LUTGrid(fitting: Array(luts[($0 * width)..<(($0 + 1) * width)])) }
-            parts.merge(LUTGrid.parts(luts: luts, grids: grids, shape: stored.shape)) { $1 }
+            parts.merge(try LUTGrid.parts(luts: luts, grids: grids, shape: stored.shape, tensor: name)) { $1 }
         } else {
-            parts["lut"] = try! DenseTensor(converting: luts, to: layout.lutDType, shape: stored.shape)
+            parts["lut"] = try DenseTensor.part(of: name) { () throws(ShrinkCoreError) in try DenseTensor(converting: luts, to: layout.lutDType, shape: stored.shape) }
         }
         do {
             return try EncodedTensor(name: name, shape: shape, sourceDType: sourceDType, encoding: encoding, parts: parts)

@@ -237,7 +237,12 @@ public struct CompressionPlan: Sendable {
     ///   architecture op type the model does not have, or a config that does not fit a tensor's
     ///   shape (naming the key path and the tensor).
     public static func resolve(_ recipe: Recipe, tensors: [TensorDescriptor], roles: [TensorRole]) throws(CompressionError) -> CompressionPlan {
-        let regexes: [Regex<AnyRegexOutput>] = recipe.opName.map { try! Regex($0.pattern) }
+        var regexes: [Regex<AnyRegexOutput>] = []
+        for (pattern, _) in recipe.opName {
+            do { regexes.append(try Regex(pattern)) } catch {
+                throw .invalidRecipe(file: recipe.file, keyPath: "op_name[\"\(pattern)\"]", reason: "not a valid regular expression: \(error)")
+            }
+        }
         var matched = Set<Int>()
         var entries: [(tensor: TensorDescriptor, role: TensorRole, decision: PlanDecision)] = []
         for (tensor, role) in zip(tensors, roles) {

@@ -48,13 +48,13 @@ public enum WeightCompressor {
             positions = indices
             kept = indices.map { values[$0] }
             keptImportance = importance.map { weights in indices.map { weights[$0] } }
-            parts["mask"] = try! DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: values.count, bits: 1)],
-                                            bytes: PackedBits.pack(mask.map { $0 ? 1 : 0 }, bits: 1))
+            parts["mask"] = try DenseTensor.part(of: name) { () throws(ShrinkCoreError) in try DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: values.count, bits: 1)],
+                                            bytes: PackedBits.pack(mask.map { $0 ? 1 : 0 }, bits: 1)) }
         }
         let base: WeightEncoding
         if kept.isEmpty {
             base = .dense(.f32)
-            parts["values"] = try! DenseTensor(converting: [], shape: [0])
+            parts["values"] = try DenseTensor.part(of: name) { () throws(ShrinkCoreError) in try DenseTensor(converting: [], shape: [0]) }
         } else if let quantize = config.quantize, case .gptq(let damping, let actOrder) = quantize.method {
             let encoded = try GPTQ.quantize(kept, shape: shape, correlation: try required(correlation, name, inputs: shape[shape.count - 1]), config: quantize,
                                             damping: damping, actOrder: actOrder, threads: threads, tensor: name)
@@ -83,7 +83,7 @@ public enum WeightCompressor {
         } else {
             let dtype: DType = [.f16, .bf16].contains(tensor.dtype) ? tensor.dtype : .f32
             base = .dense(dtype)
-            parts["values"] = try! DenseTensor(converting: kept, to: dtype, shape: positions == nil ? shape : [kept.count])
+            parts["values"] = try DenseTensor.part(of: name) { () throws(ShrinkCoreError) in try DenseTensor(converting: kept, to: dtype, shape: positions == nil ? shape : [kept.count]) }
         }
         let encoding: WeightEncoding = config.prune.map { .sparse(SparseEncoding(pattern: $0.pattern), base: base) } ?? base
         let encoded: EncodedTensor
@@ -118,10 +118,10 @@ public enum WeightCompressor {
         }
         var rest = config
         rest.rotate = nil
-        let base = try encode(name: name, tensor: try! DenseTensor(converting: rotated, shape: tensor.shape), config: rest,
+        let base = try encode(name: name, tensor: try DenseTensor.part(of: name) { () throws(ShrinkCoreError) in try DenseTensor(converting: rotated, shape: tensor.shape) }, config: rest,
                               correlation: correlation.map { $0.size == columns ? $0.rotated(by: rotation) : $0 }, threads: threads)
         var parts = base.parts
-        parts["rotation_signs"] = try! DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: columns, bits: 1)], bytes: rotation.packedSigns)
+        parts["rotation_signs"] = try DenseTensor.part(of: name) { () throws(ShrinkCoreError) in try DenseTensor(dtype: .u8, shape: [PackedBits.byteCount(count: columns, bits: 1)], bytes: rotation.packedSigns) }
         do {
             return try EncodedTensor(name: name, shape: tensor.shape, sourceDType: tensor.dtype, encoding: .rotated(blockSize: rotation.blockSize, base: base.encoding),
                                      parts: parts)

@@ -35,12 +35,13 @@ public struct DenseTensor: Sendable {
     }
 
     /// Stores `values` as `dtype` (`F32`, `F16` or `BF16`), rounding to nearest even.
+    /// - Throws: `ShrinkCoreError.unsupportedDType` for any other dtype.
     public init(converting values: [Float], to dtype: DType = .f32, shape: [Int]) throws(ShrinkCoreError) {
         guard let count = Shape.elementCount(shape) else { throw .invalidShape(shape) }
         guard count == values.count else {
             throw .elementCountMismatch(shape: shape, expected: count, actual: values.count)
         }
-        precondition([.f32, .f16, .bf16].contains(dtype), "only F32, F16 and BF16 are produced from Float")
+        guard [.f32, .f16, .bf16].contains(dtype) else { throw .unsupportedDType(dtype, reason: "only F32, F16 and BF16 are produced from floats") }
         let storage = TensorStorage(byteCount: count * dtype.byteSize) { buffer in
             switch dtype {
             case .f16:

@@ -10,6 +10,8 @@ public enum ShrinkCoreError: Error, Equatable, CustomStringConvertible {
     case cannotMap(path: String, reason: String)
     /// An encoded tensor's parts do not match its encoding.
     case invalidEncodedTensor(name: String, reason: String)
+    /// A conversion cannot produce this dtype.
+    case unsupportedDType(DType, reason: String)
 
     public var description: String {
         switch self {
@@ -23,6 +25,8 @@ public enum ShrinkCoreError: Error, Equatable, CustomStringConvertible {
             "\(path): cannot open: \(reason)"
         case .invalidEncodedTensor(let name, let reason):
             "tensor '\(name)': \(reason)"
+        case .unsupportedDType(let dtype, let reason):
+            "\(dtype.rawValue): \(reason)"
         }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import ShrinkCore
 import ShrinkKernels
+import ShrinkModels
 
 /// Whether larger values of a metric are better (Spearman, accuracy) or worse (perplexity).
 public enum MetricDirection: String, Sendable, Codable {
@@ -175,8 +176,12 @@ extension EvaluationTask {
 
     /// Evaluates `model` against `baseline`: its metrics, the accuracy drop (positive: worse, by
     /// the metric's direction) and the drift metrics.
+    /// - Throws: `ModelError.invalidArgument` when `baseline` kept no outputs (it did not come
+    ///   from `evaluateBaseline`).
     public func evaluate(_ model: any TaskModel, against baseline: TaskEvaluation) throws -> [String: Double] {
-        guard let reference = baseline.outputs else { preconditionFailure("a baseline evaluation keeps its outputs") }
+        guard let reference = baseline.outputs else {
+            throw ModelError.invalidArgument(name: "baseline", reason: "keeps no outputs to measure drift against; evaluate it with evaluateBaseline")
+        }
         let drift = makeDrift(reference: reference)
         var metrics = try model.evaluate(streamingTo: drift)
         metrics[accuracyMetric + "_drop"] = accuracyDirection.drop(from: baseline.metrics[accuracyMetric] ?? .nan,

@@ -77,9 +77,9 @@ public enum RankCorrelation {
         return ranks
     }
 
-    /// Pearson correlation.
+    /// Pearson correlation; NaN unless `a` and `b` hold the same number (≥ 1) of values.
     public static func pearson(_ a: [Double], _ b: [Double]) -> Double {
-        precondition(a.count == b.count && !a.isEmpty)
+        guard a.count == b.count && !a.isEmpty else { return .nan }
         let meanA = a.reduce(0, +) / Double(a.count), meanB = b.reduce(0, +) / Double(b.count)
         var covariance = 0.0, varianceA = 0.0, varianceB = 0.0
         for (x, y) in zip(a, b) {

@@ -1,7 +1,9 @@
 import ShrinkCore
 
-/// A GGUF metadata value (GGUF value types 0–12).
-public indirect enum GGUFValue: Sendable, Equatable {
+/// A GGUF metadata value (GGUF value types 0–12). Values are stored inline (24 bytes each, no
+/// allocation per element), so reading a file's metadata takes at most 24 bytes per array element
+/// plus the strings' bytes: at most 24 times the metadata's bytes in the file.
+public enum GGUFValue: Sendable, Equatable {
     case uint8(UInt8), int8(Int8), uint16(UInt16), int16(Int16), uint32(UInt32), int32(Int32)
     case float32(Float), bool(Bool), string(String)
     /// An array: its element type number and its elements.

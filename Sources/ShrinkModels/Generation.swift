@@ -9,16 +9,21 @@ public struct TokenSampler {
     public let topP: Float
     var generator: SplitMix64
 
-    /// - Precondition: `temperature ≥ 0`, `0 < topP ≤ 1`.
-    public init(temperature: Float, topP: Float = 1, seed: UInt64) {
-        precondition(temperature >= 0 && topP > 0 && topP <= 1)
+    /// Throws `ModelError.invalidArgument` unless `temperature` is finite and ≥ 0 and `0 < topP ≤ 1`.
+    public init(temperature: Float, topP: Float = 1, seed: UInt64) throws(ModelError) {
+        guard temperature.isFinite && temperature >= 0 else {
+            throw .invalidArgument(name: "temperature", reason: "\(temperature) is not a finite number ≥ 0")
+        }
+        guard topP > 0 && topP <= 1 else { throw .invalidArgument(name: "topP", reason: "\(topP) is not in (0, 1]") }
         self.temperature = temperature
         self.topP = topP
         generator = SplitMix64(seed: seed)
     }
 
     /// The next token: O(V) greedy, O(V + K log K) when sampling (K tokens above 1e-12 of the most likely).
+    /// Empty logits give token 0.
     public mutating func next(_ logits: UnsafeBufferPointer<Float>) -> Int32 {
+        guard !logits.isEmpty else { return 0 }
         var best = 0
         for index in 1..<logits.count where logits[index] > logits[best] { best = index }
         guard temperature > 0 else { return Int32(best) }

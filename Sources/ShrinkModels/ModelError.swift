@@ -10,6 +10,8 @@ public enum ModelError: Error, Equatable, CustomStringConvertible {
     case wrongCapability(architecture: String, needed: String)
     /// Input `index` of a call cannot run: empty, too long, or a token id outside the vocabulary.
     case invalidInput(index: Int, reason: String)
+    /// An argument of a library call is outside its domain (a negative temperature).
+    case invalidArgument(name: String, reason: String)
 
     public var description: String {
         switch self {
@@ -18,6 +20,7 @@ public enum ModelError: Error, Equatable, CustomStringConvertible {
         case .notRunnable(let architecture, let reason): "\(architecture) models cannot run: \(reason)"
         case .wrongCapability(let architecture, let needed): "a \(architecture) model does not provide \(needed)"
         case .invalidInput(let index, let reason): "input \(index): \(reason)"
+        case .invalidArgument(let name, let reason): "\(name): \(reason)"
         }
     }
 }

@@ -27,8 +27,12 @@ public struct WordPieceTokenizer: Sendable {
     let specialTokens: [(scalars: [Unicode.Scalar], id: Int32)]
 
     /// Reads `vocab.txt` (one token per line, id = line number).
-    /// - Throws: `ModelError.invalidFile` when a special token is missing.
+    /// - Throws: `ModelError.invalidFile` when a special token is missing;
+    ///   `ModelError.invalidArgument` when `maximumLength` is below 2 (`[CLS]` and `[SEP]`).
     public init(vocabularyFile path: String, maximumLength: Int = 256) throws(ModelError) {
+        guard maximumLength >= 2 else {
+            throw .invalidArgument(name: "maximumLength", reason: "\(maximumLength) cannot hold [CLS] and [SEP]")
+        }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw .invalidFile(path: path, reason: "cannot read the vocabulary")
         }

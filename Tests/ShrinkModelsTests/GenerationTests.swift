@@ -4,21 +4,33 @@ import Testing
 
 /// Sampling, chat prompts and streamed UTF-8: the pieces `shrink generate` is made of.
 @Suite struct GenerationTests {
-    @Test func greedyTakesTheLargestAndSamplingRespectsTopP() {
+    @Test func greedyTakesTheLargestAndSamplingRespectsTopP() throws {
         let logits: [Float] = [0, 3, 1, 2.9, -5]
-        logits.withUnsafeBufferPointer { values in
-            var greedy = TokenSampler(temperature: 0, seed: 1)
+        try logits.withUnsafeBufferPointer { values in
+            var greedy = try TokenSampler(temperature: 0, seed: 1)
             #expect(greedy.next(values) == 1)
             // At temperature 1, tokens 1 and 3 hold 0.479 and 0.433 of the mass: top-p 0.45 keeps only token 1.
-            var narrow = TokenSampler(temperature: 1, topP: 0.45, seed: 2)
+            var narrow = try TokenSampler(temperature: 1, topP: 0.45, seed: 2)
             #expect((0..<200).allSatisfy { _ in narrow.next(values) == 1 })
-            var wide = TokenSampler(temperature: 1, topP: 1, seed: 3)
+            var wide = try TokenSampler(temperature: 1, topP: 1, seed: 3)
             let draws = (0..<4000).map { _ in wide.next(values) }
             let share = Double(draws.filter { $0 == 3 }.count) / Double(draws.count)
             #expect(abs(share - 0.4328) < 0.03, "token 3 drawn \(share) of the time")
-            var again = TokenSampler(temperature: 1, topP: 1, seed: 3)
+            var again = try TokenSampler(temperature: 1, topP: 1, seed: 3)
             #expect((0..<4000).map { _ in again.next(values) } == draws)
         }
+    }
+
+    @Test func samplerOptionsOutsideTheirDomainThrow() throws {
+        for (temperature, topP, name) in [(Float(-0.5), Float(1), "temperature"), (.nan, 1, "temperature"), (.infinity, 1, "temperature"),
+                                          (1, 0, "topP"), (1, 1.5, "topP"), (1, .nan, "topP")] {
+            #expect { _ = try TokenSampler(temperature: temperature, topP: topP, seed: 0) } throws: { error in
+                guard case .invalidArgument(let argument, _) = error as? ModelError else { return false }
+                return argument == name
+            }
+        }
+        var sampler = try TokenSampler(temperature: 1, seed: 0)
+        #expect([Float]().withUnsafeBufferPointer { sampler.next($0) } == 0)
     }
 
     @Test func chatMLTemplatesKeepTheirDefaultSystemMessage() throws {

@@ -33,5 +33,7 @@ import ShrinkModels
         #expect(tokenizer.encode(String(repeating: "a ", count: 50)).count == 8)
         #expect(tokenizer.wordPieces(String(repeating: "x", count: 101)) == [tokenizer.unknownID])
         #expect(tokenizer.wordPieces("☃") == [tokenizer.unknownID])
+        #expect(throws: ModelError.self) { try WordPieceTokenizer(vocabularyFile: Self.modelFolder + "/vocab.txt", maximumLength: 1) }
+        #expect(try WordPieceTokenizer(vocabularyFile: Self.modelFolder + "/vocab.txt", maximumLength: 2).encode("a b c") == [101, 102])
     }
 }
