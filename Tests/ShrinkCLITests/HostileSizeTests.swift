@@ -80,7 +80,7 @@ import ShrinkTestSupport
         let folder = TemporaryDirectory()
         for path in try Self.hostileFiles(in: folder) {
             let name = URL(fileURLWithPath: path).lastPathComponent
-            for arguments in [["inspect", path], ["decompress", path, "--output", folder.file("out.safetensors")]] {
+            for arguments in [["inspect", path], ["decompress", "--input", path, "--output", folder.file("out.safetensors")]] {
                 let (status, peak) = try Self.run(arguments)
                 #expect(status == 2, "shrink \(arguments[0]) \(name): exit status \(status)")
                 #expect(peak < Self.memoryBound, "shrink \(arguments[0]) \(name): peak \(peak >> 20) MB")

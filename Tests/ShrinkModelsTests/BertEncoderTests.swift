@@ -153,7 +153,7 @@ import ShrinkTestSupport
                 shrink_count_allocations_begin()
                 try encoder.embed(batch, into: buffer)
                 let allocations = shrink_count_allocations_end()
-                #expect(allocations == 0, "\(recipeJSON ?? "fp32"), batch of \(batch.count): \(allocations) allocations")
+                #expect(shrink_allocations_counted() == 0 || allocations == 0, "\(recipeJSON ?? "fp32"), batch of \(batch.count): \(allocations) allocations")
                 let reference = try Self.referenceEmbeddings()
                 // The outputs are real embeddings (4-bit round-to-nearest drifts most, to about 0.95).
                 #expect(Self.cosine(Array(buffer.prefix(384)), reference[batch.count == 1 ? 3 : 0]) >= 0.9)

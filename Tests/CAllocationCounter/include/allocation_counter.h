@@ -3,6 +3,9 @@
 
 #include <stddef.h>
 
+/// 1 when allocations are counted; 0 in a sanitized build, where `end` returns -1.
+int shrink_allocations_counted(void);
+
 /// Starts counting the calling thread's heap allocations (malloc, calloc, realloc, posix_memalign,
 /// aligned_alloc).
 void shrink_count_allocations_begin(void);
