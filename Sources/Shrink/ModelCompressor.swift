@@ -134,6 +134,8 @@ public enum ModelCompressor {
                     name: name, encoding: encoded.encoding.summary, rule: rule, elements: encoded.elementCount,
                     bytesBefore: tensor.byteCount, bytesAfter: encoded.byteCount, bitsPerWeight: encoded.bitsPerWeight,
                     snrDecibels: snr.isFinite ? snr : nil, seconds: seconds(since: tensorStart))
+                // The source was read once: its pages leave memory, so a model larger than memory streams through.
+                store.tensor(named: name)?.releasePages()
                 progress(report)
                 return (encoded, report)
             }

@@ -17,12 +17,36 @@ struct SortedWeights {
     let sumSecond: [Double]
 
     /// Sorts `values` (all finite) with optional per-element `importance` (non-negative).
+    /// Unweighted values that all fit 10 mantissa bits (from F16 or BF16 weights) are counted in
+    /// 2^19 buckets instead (`counted`): the same result in O(n) time and 4 MB, where sorting
+    /// needs three more arrays of `n` elements.
     init(_ input: [Float], importance: [Float]? = nil) {
+        let (values, weights) = importance == nil
+            ? Self.counted(input) ?? Self.runs(input, importance: nil)
+            : Self.runs(input, importance: importance)
+        let total = weights.reduce(0, +)
+        let center = total > 0 ? zip(values, weights).reduce(0) { $0 + Double($1.0) * $1.1 } / total : 0
+        var sumWeight = [Double](repeating: 0, count: values.count + 1)
+        var sumFirst = sumWeight, sumSecond = sumWeight
+        for index in values.indices {
+            let x = Double(values[index]) - center, w = weights[index]
+            sumWeight[index + 1] = sumWeight[index] + w
+            sumFirst[index + 1] = sumFirst[index] + w * x
+            sumSecond[index + 1] = sumSecond[index] + w * x * x
+        }
+        self.values = values
+        self.weights = weights
+        self.center = center
+        self.sumWeight = sumWeight
+        self.sumFirst = sumFirst
+        self.sumSecond = sumSecond
+    }
+
+    /// Distinct values, ascending, with their total importance, from a radix sort.
+    static func runs(_ input: [Float], importance: [Float]?) -> (values: [Float], weights: [Double]) {
         let (sorted, payload) = RadixSort.sorted(input, payload: importance)
         var values: [Float] = []
         var weights: [Double] = []
-        values.reserveCapacity(sorted.count)
-        weights.reserveCapacity(sorted.count)
         if let payload {
             for (value, weight) in zip(sorted, payload) {
                 if let last = values.last, last == value {
@@ -42,22 +66,32 @@ struct SortedWeights {
                 index = end
             }
         }
-        let total = weights.reduce(0, +)
-        let center = total > 0 ? zip(values, weights).reduce(0) { $0 + Double($1.0) * $1.1 } / total : 0
-        var sumWeight = [Double](repeating: 0, count: values.count + 1)
-        var sumFirst = sumWeight, sumSecond = sumWeight
-        for index in values.indices {
-            let x = Double(values[index]) - center, w = weights[index]
-            sumWeight[index + 1] = sumWeight[index] + w
-            sumFirst[index + 1] = sumFirst[index] + w * x
-            sumSecond[index + 1] = sumSecond[index] + w * x * x
+        return (values, weights)
+    }
+
+    /// Distinct values, ascending, with their multiplicities, counted in one bucket per
+    /// order-preserving key shifted right by 13 bits; nil unless every value's 13 low mantissa bits
+    /// are zero (each bucket then holds one value) and there are at least 2^16 values. `-0` and
+    /// `+0` share an entry, as equal values do when sorted.
+    static func counted(_ input: [Float]) -> (values: [Float], weights: [Double])? {
+        let shift: UInt32 = 13
+        guard input.count >= 1 << 16, input.allSatisfy({ $0.bitPattern & (1 << shift - 1) == 0 }) else { return nil }
+        var counts = [Int](repeating: 0, count: 1 << (32 - shift))
+        for value in input { counts[Int(RadixSort.key(value) >> shift)] += 1 }
+        var values: [Float] = []
+        var weights: [Double] = []
+        for (bucket, count) in counts.enumerated() where count > 0 {
+            // A negative value's key is its complement: its low bits, zero in the value, are ones.
+            let key = UInt32(bucket) << shift
+            let value = RadixSort.value(key & 0x8000_0000 != 0 ? key : key | (1 << shift - 1))
+            if let last = values.last, last == value {
+                weights[weights.count - 1] += Double(count)
+            } else {
+                values.append(value)
+                weights.append(Double(count))
+            }
         }
-        self.values = values
-        self.weights = weights
-        self.center = center
-        self.sumWeight = sumWeight
-        self.sumFirst = sumFirst
-        self.sumSecond = sumSecond
+        return (values, weights)
     }
 
     var count: Int { values.count }

@@ -40,6 +40,19 @@ public final class MemoryMappedFile: @unchecked Sendable {
         bytes = UnsafeRawBufferPointer(start: address, count: size)
     }
 
+    /// Drops the resident pages that lie wholly inside `range` from this process's memory
+    /// (`madvise(MADV_DONTNEED)`); the bytes stay readable and are read again from the file (or
+    /// the page cache) when next touched. Pages shared with bytes outside `range` stay.
+    /// Complexity: O(pages in `range`) in the kernel, no I/O.
+    public func releasePages(_ range: Range<Int>) {
+        guard let base = bytes.baseAddress, range.lowerBound >= 0, range.upperBound <= bytes.count else { return }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let start = (Int(bitPattern: base) + range.lowerBound + page - 1) / page * page
+        let end = (Int(bitPattern: base) + range.upperBound) / page * page
+        guard end > start, let address = UnsafeMutableRawPointer(bitPattern: start) else { return }
+        madvise(address, end - start, Int32(MADV_DONTNEED))
+    }
+
     deinit {
         if let base = bytes.baseAddress {
             munmap(UnsafeMutableRawPointer(mutating: base), bytes.count)

@@ -31,13 +31,27 @@ public struct SHA256 {
     public static func hexDigest(_ bytes: UnsafeRawBufferPointer) -> String {
         var hasher = SHA256()
         hasher.update(bytes)
-        return hasher.finalize().map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        return hasher.hexDigest()
     }
 
-    /// The hex digest of the file at `path`, read through a memory map released on return.
+    /// `finalize()` as lowercase hex.
+    mutating func hexDigest() -> String {
+        finalize().map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+    }
+
+    /// The hex digest of the file at `path`, read through a memory map in 64 MiB chunks whose
+    /// pages are released as soon as they are hashed, so hashing a file of any size keeps at most
+    /// one chunk resident.
     public static func hexDigest(ofFile path: String) throws(ShrinkCoreError) -> String {
         let file = try MemoryMappedFile(path: path)
-        return withExtendedLifetime(file) { hexDigest(file.bytes) }
+        let chunk = 64 << 20
+        var hasher = SHA256()
+        for start in stride(from: 0, to: file.bytes.count, by: chunk) {
+            let range = start..<min(start + chunk, file.bytes.count)
+            hasher.update(UnsafeRawBufferPointer(rebasing: file.bytes[range]))
+            file.releasePages(range)
+        }
+        return hasher.hexDigest()
     }
 
     /// Adds `bytes` to the message.

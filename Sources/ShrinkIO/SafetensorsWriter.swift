@@ -16,7 +16,8 @@ public enum SafetensorsWriter {
     }
 
     /// Writes the tensors `layout` describes, asking `tensor(i)` for the `i`-th one only when its
-    /// bytes are due, so at most one produced tensor is alive at a time.
+    /// bytes are due, so at most one produced tensor is alive at a time; a produced tensor that
+    /// views a mapped file has its pages released once written (`TensorStorage.releasePages`).
     /// - Throws: as `write(_:metadata:to:)`, and `.writeFailed` when a produced tensor does not have
     ///   its layout's dtype and shape; any error `tensor` throws, with nothing written.
     public static func write(_ layout: [TensorDescriptor], metadata: [String: String] = [:], to path: String,
@@ -64,6 +65,7 @@ public enum SafetensorsWriter {
                 throw .writeFailed(path: path, reason: "tensor '\(entry.name)' came as \(produced.dtype.rawValue) \(produced.shape), not \(entry.dtype.rawValue) \(entry.shape)")
             }
             try file.write(produced.bytes)
+            produced.storage.releasePages()
         }
         try file.commit()
     }

@@ -5,6 +5,15 @@ public enum StoredTensor: Sendable {
     case dense(DenseTensor)
     case encoded(EncodedTensor)
 
+    /// Drops the resident pages of the tensor's mapped bytes (`TensorStorage.releasePages`), after
+    /// a pass that read it once.
+    public func releasePages() {
+        switch self {
+        case .dense(let tensor): tensor.storage.releasePages()
+        case .encoded(let tensor): tensor.parts.values.forEach { $0.storage.releasePages() }
+        }
+    }
+
     /// The logical (decoded) shape.
     public var shape: [Int] {
         switch self {

@@ -1,10 +1,29 @@
 import Testing
 import ShrinkCore
 import ShrinkIO
-import ShrinkCompression
+@testable import ShrinkCompression
 import ShrinkTestSupport
 
 @Suite struct KMeansTests {
+    /// Counting 16-bit-representable values gives what sorting gives: the same distinct values
+    /// (`-0` and `+0` one entry) and multiplicities, for BF16 and F16 values and near the 2^16 floor.
+    @Test(arguments: [1 << 16, 300_000])
+    func countingMatchesSorting(count: Int) throws {
+        var generator = SplitMix64(seed: UInt64(count))
+        let bf16 = generator.floats(count).map { Float(bitPattern: ($0 * 0.05).bitPattern & 0xFFFF_0000) }
+        let f16 = generator.floats(count).map { Float(Float16($0 * 4)) }
+        for var values in [bf16, f16] {
+            values[0] = 0
+            values[1] = -0.0
+            let counted = try #require(SortedWeights.counted(values))
+            let sorted = SortedWeights.runs(values, importance: nil)
+            #expect(counted.values.map(\.bitPattern) == sorted.values.map(\.bitPattern))
+            #expect(counted.weights == sorted.weights)
+        }
+        #expect(SortedWeights.counted(generator.floats(count)) == nil)
+        #expect(SortedWeights.counted(Array(bf16.prefix(1000))) == nil)
+    }
+
     /// The least squared error over every assignment of `values` to `k` clusters.
     static func bruteForce(_ values: [Float], _ weights: [Float], k: Int) -> Double {
         var best = Double.infinity

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Writes a synthetic Llama- or BERT-shaped safetensors model of about a given parameter count.
+
+    Benchmarks/synthetic_model.py --shape llama --params 1.2e9 --dtype bf16 --output /tmp/llama-1.2b.safetensors
+
+Weights are Gaussian with the scale of trained transformer linears (standard deviation
+1/sqrt(inputs), a few outlier input channels ten times larger), norms near one, biases near zero.
+Tensors are generated and written one at a time, so the script needs one tensor's memory. Names
+follow Hugging Face (`model.layers.N.self_attn.q_proj.weight`, `encoder.layer.N.attention.self.query.weight`).
+Widths per size: the smallest of a fixed ladder of hidden sizes whose layer count reaches the target.
+"""
+import argparse
+import json
+import struct
+
+import numpy as np
+
+LADDER = {  # hidden → intermediate (Llama: SwiGLU, 2.75×; BERT: 4×)
+    "llama": [(1024, 2816), (2048, 5632), (4096, 11008), (5120, 13824)],
+    "bert": [(768, 3072), (1024, 4096), (2048, 8192), (4096, 16384)],
+}
+VOCABULARY = {"llama": 32000, "bert": 30522}
+
+
+def layer_tensors(shape, index, hidden, intermediate):
+    if shape == "llama":
+        prefix = f"model.layers.{index}."
+        return [
+            (prefix + "input_layernorm.weight", [hidden]),
+            (prefix + "self_attn.q_proj.weight", [hidden, hidden]),
+            (prefix + "self_attn.k_proj.weight", [hidden, hidden]),
+            (prefix + "self_attn.v_proj.weight", [hidden, hidden]),
+            (prefix + "self_attn.o_proj.weight", [hidden, hidden]),
+            (prefix + "post_attention_layernorm.weight", [hidden]),
+            (prefix + "mlp.gate_proj.weight", [intermediate, hidden]),
+            (prefix + "mlp.up_proj.weight", [intermediate, hidden]),
+            (prefix + "mlp.down_proj.weight", [hidden, intermediate]),
+        ]
+    prefix = f"encoder.layer.{index}."
+    tensors = []
+    for name in ["attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"]:
+        tensors += [(prefix + name + ".weight", [hidden, hidden]), (prefix + name + ".bias", [hidden])]
+    tensors += [(prefix + "attention.output.LayerNorm.weight", [hidden]), (prefix + "attention.output.LayerNorm.bias", [hidden])]
+    tensors += [(prefix + "intermediate.dense.weight", [intermediate, hidden]), (prefix + "intermediate.dense.bias", [intermediate])]
+    tensors += [(prefix + "output.dense.weight", [hidden, intermediate]), (prefix + "output.dense.bias", [hidden])]
+    tensors += [(prefix + "output.LayerNorm.weight", [hidden]), (prefix + "output.LayerNorm.bias", [hidden])]
+    return tensors
+
+
+def layout(shape, params):
+    for hidden, intermediate in LADDER[shape]:
+        per_layer = sum(int(np.prod(s)) for _, s in layer_tensors(shape, 0, hidden, intermediate))
+        embedding = VOCABULARY[shape] * hidden
+        layers = max(1, round((params - 2 * embedding) / per_layer))
+        if layers <= 48 or (hidden, intermediate) == LADDER[shape][-1]:
+            break
+    if shape == "llama":
+        tensors = [("model.embed_tokens.weight", [VOCABULARY[shape], hidden])]
+        for index in range(layers):
+            tensors += layer_tensors(shape, index, hidden, intermediate)
+        tensors += [("model.norm.weight", [hidden]), ("lm_head.weight", [VOCABULARY[shape], hidden])]
+    else:
+        tensors = [("embeddings.word_embeddings.weight", [VOCABULARY[shape], hidden]),
+                   ("embeddings.position_embeddings.weight", [512, hidden])]
+        for index in range(layers):
+            tensors += layer_tensors(shape, index, hidden, intermediate)
+    return tensors
+
+
+def values(name, dims, rng):
+    if len(dims) == 1:
+        center = 1.0 if ("norm" in name.lower() and name.endswith("weight")) else 0.0
+        return (center + 0.02 * rng.standard_normal(dims[0], dtype=np.float32)).astype(np.float32)
+    rows, columns = dims
+    weights = rng.standard_normal((rows, columns), dtype=np.float32)
+    weights *= np.float32(1 / np.sqrt(columns))
+    outliers = rng.choice(columns, size=max(1, columns // 256), replace=False)
+    weights[:, outliers] *= np.float32(10)
+    return weights
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", choices=["llama", "bert"], default="llama")
+    parser.add_argument("--params", type=float, required=True, help="target parameter count, e.g. 1.2e9")
+    parser.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", required=True)
+    arguments = parser.parse_args()
+
+    tensors = layout(arguments.shape, arguments.params)
+    size = 2 if arguments.dtype == "bf16" else 4
+    header, offset = {"__metadata__": {"format": "pt", "synthetic": f"{arguments.shape} seed {arguments.seed}"}}, 0
+    for name, dims in tensors:
+        count = int(np.prod(dims))
+        header[name] = {"dtype": arguments.dtype.upper(), "shape": dims, "data_offsets": [offset, offset + count * size]}
+        offset += count * size
+    text = json.dumps(header, separators=(",", ":"))
+    text += " " * ((8 - len(text) % 8) % 8)
+    rng = np.random.default_rng(arguments.seed)
+    with open(arguments.output, "wb") as output:
+        output.write(struct.pack("<Q", len(text)) + text.encode())
+        for name, dims in tensors:
+            data = values(name, dims, rng)
+            if arguments.dtype == "bf16":
+                bits = data.view(np.uint32)
+                data = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+            output.write(data.tobytes())
+    parameters = sum(int(np.prod(dims)) for _, dims in tensors)
+    print(f"{arguments.output}: {parameters / 1e9:.3f} B parameters, {len(tensors)} tensors, {offset / 1e9:.2f} GB of {arguments.dtype.upper()}")
+
+
+if __name__ == "__main__":
+    main()
