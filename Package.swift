@@ -49,7 +49,7 @@ let package = Package(
         .testTarget(name: "ShrinkKernelsTests", dependencies: ["ShrinkKernels", "ShrinkCompression", "ShrinkIO", "ShrinkTestSupport", "CAllocationCounter"]),
         .testTarget(name: "ShrinkCompressionTests", dependencies: ["ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkModelsTests", dependencies: ["ShrinkModels", "Shrink", "ShrinkIO", "ShrinkTestSupport", "CAllocationCounter"]),
-        .testTarget(name: "ShrinkCLITests", dependencies: ["ShrinkCLI", "Shrink", "ShrinkIO", "ShrinkTestSupport", "ShrinkEvaluation"]),
+        .testTarget(name: "ShrinkCLITests", dependencies: ["ShrinkCLI", "Shrink", "ShrinkIO", "ShrinkTestSupport", "ShrinkEvaluation", "CAllocationCounter"]),
         .testTarget(name: "ShrinkEvaluationTests", dependencies: ["ShrinkEvaluation", "ShrinkTesting", "Shrink", "ShrinkModels", "ShrinkIO", "ShrinkTestSupport"]),
     ]
 )

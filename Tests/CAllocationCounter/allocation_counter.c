@@ -16,12 +16,14 @@
 
 #ifdef SHRINK_SANITIZED
 
+int shrink_sanitized_build(void) { return 1; }
 int shrink_allocations_counted(void) { return 0; }
 void shrink_count_allocations_begin(void) {}
 long shrink_count_allocations_end(void) { return -1; }
 
 #else
 
+int shrink_sanitized_build(void) { return 0; }
 int shrink_allocations_counted(void) { return 1; }
 
 extern void *__libc_malloc(size_t size);

@@ -1,3 +1,4 @@
+import CAllocationCounter
 import Foundation
 import Testing
 import ShrinkIO
@@ -106,6 +107,7 @@ import ShrinkTestSupport
         let (status, peak) = try Self.run(["inspect", path])
         #expect(baseline.status == 0 && status == 0)
         #expect(MemoryLayout<GGUFValue>.stride <= 24)
-        #expect(peak - baseline.peakBytes < 28 * count, "peak \(peak >> 20) MB against \(baseline.peakBytes >> 20) MB for a small file")
+        // Under AddressSanitizer freed blocks wait in its quarantine (256 MB), so the bound holds only unsanitized.
+        #expect(shrink_sanitized_build() == 1 || peak - baseline.peakBytes < 28 * count, "peak \(peak >> 20) MB against \(baseline.peakBytes >> 20) MB for a small file")
     }
 }

@@ -3,6 +3,9 @@
 
 #include <stddef.h>
 
+/// 1 in a build with AddressSanitizer or ThreadSanitizer, 0 otherwise.
+int shrink_sanitized_build(void);
+
 /// 1 when allocations are counted; 0 in a sanitized build, where `end` returns -1.
 int shrink_allocations_counted(void);
 
