@@ -48,14 +48,7 @@ struct SortedWeights {
         var values: [Float] = []
         var weights: [Double] = []
         if let payload {
-            for (value, weight) in zip(sorted, payload) {
-                if let last = values.last, last == value {
-                    weights[weights.count - 1] += Double(weight)
-                } else {
-                    values.append(value)
-                    weights.append(Double(weight))
-                }
-            }
+            for (value, weight) in zip(sorted, payload) { appendRun(value, Double(weight), &values, &weights) }
         } else {
             var index = 0
             while index < sorted.count {
@@ -67,6 +60,17 @@ struct SortedWeights {
             }
         }
         return (values, weights)
+    }
+
+    /// Adds `weight` to the last run when `value` equals its value (`-0 == +0`), else starts a run.
+    @inline(__always)
+    static func appendRun(_ value: Float, _ weight: Double, _ values: inout [Float], _ weights: inout [Double]) {
+        if let last = values.last, last == value {
+            weights[weights.count - 1] += weight
+        } else {
+            values.append(value)
+            weights.append(weight)
+        }
     }
 
     /// Distinct values, ascending, with their multiplicities, counted in one bucket per
@@ -83,13 +87,7 @@ struct SortedWeights {
         for (bucket, count) in counts.enumerated() where count > 0 {
             // A negative value's key is its complement: its low bits, zero in the value, are ones.
             let key = UInt32(bucket) << shift
-            let value = RadixSort.value(key & 0x8000_0000 != 0 ? key : key | (1 << shift - 1))
-            if let last = values.last, last == value {
-                weights[weights.count - 1] += Double(count)
-            } else {
-                values.append(value)
-                weights.append(Double(count))
-            }
+            appendRun(RadixSort.value(key & 0x8000_0000 != 0 ? key : key | (1 << shift - 1)), Double(count), &values, &weights)
         }
         return (values, weights)
     }
