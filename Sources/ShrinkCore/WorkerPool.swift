@@ -7,7 +7,8 @@ import Synchronization
 /// spin on (for `spinNanoseconds`, then they sleep on a condition variable until woken).
 ///
 /// `run(count, body)` calls `body(0)` on the calling thread and `body(i)` on worker `i` for
-/// `0 < i < count`, and returns when all have returned; which index runs where is fixed, so
+/// `0 < i < count`, and returns when all have returned and every other worker has seen the job;
+/// which index runs where is fixed, so
 /// work split by index is split the same way on every call. While the pool runs a job, other
 /// callers (and calls from inside a job) run their indices on their own thread instead of waiting.
 public final class WorkerPool: @unchecked Sendable {
@@ -78,8 +79,14 @@ public final class WorkerPool: @unchecked Sendable {
         jobFunction = function
         jobContext = context
         jobCount = count
-        remaining.store(count - 1, ordering: .sequentiallyConsistent)
+        // Every worker acknowledges every job, those past `count` without running anything: so no
+        // worker can still be reading this job's fields when the next caller rewrites them. Workers
+        // started meanwhile see the new generation as already seen (`ensureWorkers`), so the count
+        // and the generation are published together under `growthLock`.
+        growthLock.lock()
+        remaining.store(workers, ordering: .sequentiallyConsistent)
         generation.add(1, ordering: .sequentiallyConsistent)
+        growthLock.unlock()
         if sleepers.load(ordering: .sequentiallyConsistent) > 0 {
             condition.lock()
             condition.broadcast()
@@ -125,10 +132,8 @@ public final class WorkerPool: @unchecked Sendable {
                 }
             }
             seen = current
-            if index < jobCount {
-                jobFunction!(jobContext!, index, jobCount)
-                remaining.subtract(1, ordering: .releasing)
-            }
+            if index < jobCount, let jobFunction, let jobContext { jobFunction(jobContext, index, jobCount) }
+            remaining.subtract(1, ordering: .releasing)
         }
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
-import Synchronization
 import Testing
 import ShrinkCore
+import ShrinkTestSupport
 
 @Suite struct WeightArenaTests {
     @Test func allocationsAreAlignedZeroedAndDisjoint() {
@@ -46,7 +46,7 @@ import ShrinkCore
         let copy = arena.copy([1.5, -2, 3] as [Float])
         #expect(Array(copy) == [1.5, -2, 3])
         // Each caller's allocation, by address.
-        let starts = Mutex<[Int: Int]>([:])
+        let starts = LockedValue<[Int: Int]>([:])
         DispatchQueue.concurrentPerform(iterations: 64) { index in
             let buffer = arena.allocate(Int.self, count: 100 + index)
             for slot in buffer.indices { buffer[slot] = index }

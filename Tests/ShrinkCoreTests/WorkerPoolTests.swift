@@ -2,13 +2,27 @@ import Foundation
 import Synchronization
 import Testing
 import ShrinkCore
+import ShrinkTestSupport
 
 @Suite struct WorkerPoolTests {
     @Test(arguments: [1, 2, 3, 5])
     func runsEveryIndexOnceAndWaitsForAll(count: Int) {
         let pool = WorkerPool.shared
         for _ in 0..<200 {
-            let hits = Mutex([Int](repeating: 0, count: count))
+            let hits = LockedValue([Int](repeating: 0, count: count))
+            pool.run(count) { index in hits.withLock { $0[index] += 1 } }
+            #expect(hits.withLock { $0 } == [Int](repeating: 1, count: count))
+        }
+    }
+
+    /// Jobs narrower than the pool, between wider ones: a worker past one job's count must not
+    /// read the next job's fields early and run its index twice (each job is acknowledged by every
+    /// worker before the next is published).
+    @Test func narrowAndWideJobsAlternate() {
+        let pool = WorkerPool()
+        for iteration in 0..<2_000 {
+            let count = [2, 5, 3][iteration % 3]
+            let hits = LockedValue([Int](repeating: 0, count: count))
             pool.run(count) { index in hits.withLock { $0[index] += 1 } }
             #expect(hits.withLock { $0 } == [Int](repeating: 1, count: count))
         }
@@ -16,7 +30,7 @@ import ShrinkCore
 
     @Test func indexZeroRunsOnTheCallerAndOthersElsewhere() {
         let caller = Thread.current
-        let onCaller = Mutex<[Bool]>([false, false, false])
+        let onCaller = LockedValue<[Bool]>([false, false, false])
         // A pool of its own: the shared one may be busy with other tests, and then runs serially.
         WorkerPool().run(3) { index in
             let here = Thread.current == caller
