@@ -80,22 +80,14 @@ public enum ModelCompressor {
     /// compressions of one model. A recipe with `fold_rotations` has its readers' rotation folded
     /// into the weights (`ResidualRotationFolding`); the result then needs the reading norms as
     /// ones and `residualRotation` in the metadata, which `compress` writes.
+    ///
+    /// With a `spill` file each tensor's parts move there as soon as it is encoded, and the returned
+    /// tensors view the spill file's mapping: memory then holds the tensors being encoded (one per
+    /// thread), never the encoded model, whose pages a writer releases as it goes.
     public static func encode(model: ModelLocation, recipe: Recipe, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
-                              calibrationCache: CalibrationCache? = nil,
+                              calibrationCache: CalibrationCache? = nil, spill: SpillFile? = nil,
                               progress: @Sendable (TensorCompressionReport) -> Void = { _ in }) throws -> EncodedModel {
-        let store: any TensorStore
-        if try ModelFileFormat.detect(path: model.weightsPath) == .gguf {
-            store = try GGUFStore(path: model.weightsPath)
-        } else {
-            let file = try SafetensorsFile(path: model.weightsPath)
-            if CompressedModel.isCompressed(file) {
-                throw ShrinkIOError.unsupportedFormat(path: model.weightsPath, reason: "the model is already compressed; decompress it first")
-            }
-            store = try SafetensorsStore(file: file)
-        }
-        let configuration = try ModelArchitectures.configuration(of: store, configPath: model.configPath)
-        let roles = ModelArchitectures.roles(of: store, configuration: configuration)
-        let plan = try CompressionPlan.resolve(recipe, tensors: store.descriptors, roles: roles)
+        let (store, configuration, plan) = try plan(model: model, recipe: recipe)
 
         var tasks: [(index: Int, config: OpCompressionConfig, rule: String)] = []
         var kept: [String: String] = [:]
@@ -116,7 +108,7 @@ public enum ModelCompressor {
                                          threads: threads, cache: calibrationCache)
         // Tensors run in parallel, one per thread; their BLAS calls then take one thread each.
         let results = try BLASLibrary.withThreadCount(threads > 1 ? 1 : BLASLibrary.threadCount) {
-            try Parallel.map(planned.count, threads: threads) { taskIndex throws -> (EncodedTensor, TensorCompressionReport) in
+            try Parallel.map(planned.count, threads: threads) { taskIndex throws -> (FinishedTensor, TensorCompressionReport) in
                 let task = planned[taskIndex]
                 let name = plan.entries[task.index].tensor.name
                 let tensorStart = DispatchTime.now()
@@ -129,20 +121,54 @@ public enum ModelCompressor {
                     rule += " (no calibration input reaches this layer: rounded to nearest)"
                 }
                 let encoded = try WeightCompressor.encode(name: name, tensor: tensor, config: config, correlation: correlation)
-                let snr = WeightError.snr(original: tensor.floats(), decoded: encoded.decode())
+                let snr = WeightError.snr(original: tensor, encoded: encoded)
                 let report = TensorCompressionReport(
                     name: name, encoding: encoded.encoding.summary, rule: rule, elements: encoded.elementCount,
                     bytesBefore: tensor.byteCount, bytesAfter: encoded.byteCount, bitsPerWeight: encoded.bitsPerWeight,
                     snrDecibels: snr.isFinite ? snr : nil, seconds: seconds(since: tensorStart))
                 // The source was read once: its pages leave memory, so a model larger than memory streams through.
                 store.tensor(named: name)?.releasePages()
+                let finished: FinishedTensor = try spill.map { .spilled(try SpilledEncodedTensor(encoded, into: $0)) } ?? .held(encoded)
                 progress(report)
-                return (encoded, report)
+                return (finished, report)
             }
         }
+        let mapping = try spill?.map()
         let order = planned.indices.sorted { planned[$0].index < planned[$1].index }
-        return EncodedModel(store: store, tensors: order.map { results[$0].0 }, reports: order.map { results[$0].1 }, kept: kept,
+        let tensors = try order.map { index throws -> EncodedTensor in
+            switch results[index].0 {
+            case .held(let tensor): return tensor
+            case .spilled(let spilled): return try spilled.tensor(in: spill!, mapping: mapping!)
+            }
+        }
+        return EncodedModel(store: store, tensors: tensors, reports: order.map { results[$0].1 }, kept: kept,
                             sourceDigest: sourceDigest, residualRotation: folding?.fold, residualRotationNote: folding?.summary)
+    }
+
+    /// The model's tensor store (a GGUF file or an uncompressed safetensors file), its
+    /// architecture's configuration, and what `recipe` does with each of its tensors.
+    /// - Throws: `ShrinkIOError.unsupportedFormat` for an already compressed model; the store's and
+    ///   the plan's errors.
+    static func plan(model: ModelLocation, recipe: Recipe) throws -> (store: any TensorStore, configuration: ModelConfiguration?, plan: CompressionPlan) {
+        let store: any TensorStore
+        if try ModelFileFormat.detect(path: model.weightsPath) == .gguf {
+            store = try GGUFStore(path: model.weightsPath)
+        } else {
+            let file = try SafetensorsFile(path: model.weightsPath)
+            if CompressedModel.isCompressed(file) {
+                throw ShrinkIOError.unsupportedFormat(path: model.weightsPath, reason: "the model is already compressed; decompress it first")
+            }
+            store = try SafetensorsStore(file: file)
+        }
+        let configuration = try ModelArchitectures.configuration(of: store, configPath: model.configPath)
+        let roles = ModelArchitectures.roles(of: store, configuration: configuration)
+        return (store, configuration, try CompressionPlan.resolve(recipe, tensors: store.descriptors, roles: roles))
+    }
+
+    /// An encoded tensor in memory, or moved to a spill file.
+    private enum FinishedTensor: Sendable {
+        case held(EncodedTensor)
+        case spilled(SpilledEncodedTensor)
     }
 
     /// A tensor's relative encoding time: its element count, times `1 + inputs / 256` for a
@@ -154,14 +180,21 @@ public enum ModelCompressor {
     }
 
     /// Compresses the model at `model` with `recipe` into `output` (`encode`, then end-to-end
-    /// tuning when the recipe has `tune`, then the container written atomically).
+    /// tuning when the recipe has `tune`, then the container written atomically). Source tensors
+    /// are read from the mapped file one at a time, their pages dropped once encoded; encoded
+    /// tensors go to a spill file next to `output` as they finish, and are copied into the output
+    /// in file order, their pages dropped once written. Peak memory: the tensors being encoded
+    /// (one per thread, with their working buffers) and one tensor being written; tuning holds
+    /// the model it tunes.
     public static func compress(model: ModelLocation, recipe: Recipe, output: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
                                 calibrationCache: CalibrationCache? = nil,
                                 progress: @Sendable (TensorCompressionReport) -> Void = { _ in }) throws -> CompressionSummary {
         let start = DispatchTime.now()
         // Tuning's model and text are checked before the encoding they would follow.
         let tuningInputs = try recipe.tuning.map { try EndToEndTuning.inputs(model: model, config: $0, recipeFile: recipe.file) }
-        let encodedModel = try encode(model: model, recipe: recipe, threads: threads, calibrationCache: calibrationCache, progress: progress)
+        // Encoded tensors wait in a spill file next to the output, not in memory.
+        let spill = try SpillFile(nextTo: output)
+        let encodedModel = try encode(model: model, recipe: recipe, threads: threads, calibrationCache: calibrationCache, spill: spill, progress: progress)
         let store = encodedModel.store, kept = encodedModel.kept, sourceDigest = encodedModel.sourceDigest
         var encodedTensors = encodedModel.tensors
         var tunedDense: [String: DenseTensor] = [:]
@@ -201,7 +234,7 @@ public enum ModelCompressor {
         // Tuned tensors' SNR against the source, recomputed (their bytes are as encoded).
         let reports = try zip(encodedModel.reports, encodedTensors).map { report, tensor in
             guard tuning != nil, tensor.parts["lut"] != nil else { return report }
-            let snr = WeightError.snr(original: try denseSource(store, tensor.name).floats(), decoded: tensor.decode())
+            let snr = WeightError.snr(original: try denseSource(store, tensor.name), encoded: tensor)
             return TensorCompressionReport(name: report.name, encoding: report.encoding, rule: report.rule, elements: report.elements,
                                            bytesBefore: report.bytesBefore, bytesAfter: tensor.byteCount, bitsPerWeight: tensor.bitsPerWeight,
                                            snrDecibels: snr.isFinite ? snr : nil, seconds: report.seconds)

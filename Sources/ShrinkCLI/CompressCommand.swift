@@ -24,7 +24,10 @@ enum CompressCommand {
         let threads = try arguments.positiveInteger("--threads", default: ProcessInfo.processInfo.activeProcessorCount, command: spec.name)
         let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
         let recipe = try Recipe.load(path: recipePath)
-        console.printError("Compressing \(location.weightsPath) with \(recipePath)")
+        let estimate = try ModelCompressor.estimatePeakMemory(model: location, recipe: recipe, threads: threads)
+        console.printError("Compressing \(location.weightsPath) with \(recipePath); estimated peak memory \(estimate.bytes >> 20) MB "
+                           + "(\(estimate.largestTensors.joined(separator: ", ")) at once"
+                           + (estimate.calibrationBytes > 0 ? ", calibration statistics \(estimate.calibrationBytes >> 20) MB)" : ")"))
         let summary = try ModelCompressor.compress(model: location, recipe: recipe, output: output, threads: threads,
                                                    calibrationCache: try StatisticsOption.cache(arguments)) { report in
             let snr = report.snrDecibels.map { TextTable.fixed($0, digits: 1) + " dB" } ?? "exact"

@@ -38,32 +38,24 @@ struct ElementGroups {
         return nil
     }
 
-    /// `groupOf(k)` is the group of encoded element `k`, in `0..<groupCount`.
+    /// `groupOf(k)` is the group of encoded element `k`, in `0..<groupCount`; it is called twice
+    /// per element (counting, then placing), so the only O(n) memory is `members`.
     init(count: Int, groupCount: Int, groupOf: (Int) -> Int) {
-        var groups = [Int](repeating: 0, count: count)
         var offsets = [Int](repeating: 0, count: groupCount + 1)
-        for k in 0..<count {
-            let group = groupOf(k)
-            groups[k] = group
-            offsets[group + 1] += 1
-        }
+        for k in 0..<count { offsets[groupOf(k) + 1] += 1 }
         for group in 0..<groupCount { offsets[group + 1] += offsets[group] }
         var cursor = offsets
         var members = [Int](repeating: 0, count: count)
         for k in 0..<count {
-            members[cursor[groups[k]]] = k
-            cursor[groups[k]] += 1
+            let group = groupOf(k)
+            members[cursor[group]] = k
+            cursor[group] += 1
         }
         self.offsets = offsets
         self.members = members
     }
 
     var groupCount: Int { offsets.count - 1 }
-
-    /// The member indices of `group`.
-    func members(of group: Int) -> [Int] {
-        members.map { Array($0[offsets[group]..<offsets[group + 1]]) } ?? Array(offsets[group]..<offsets[group + 1])
-    }
 
     /// The encoded element at position `slot` of the group order.
     @inline(__always)

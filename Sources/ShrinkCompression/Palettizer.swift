@@ -50,7 +50,16 @@ enum Palettizer {
         let points = normalized
         let vectorCount = values.count / d
         let groupCount = EncodingLayout.groupCount(config.granularity, shape: shape)
-        let groups = ElementGroups(count: vectorCount, groupCount: groupCount) { vector in
+        // Per tensor and along axis 0 (rows) groups are contiguous runs: no member list is built.
+        var contiguous: ElementGroups?
+        if positions == nil {
+            switch config.granularity {
+            case .perTensor: contiguous = .contiguous(shape: shape, vectorSize: d, perTensor: true, axis0GroupSize: nil, blockSize: nil)
+            case .perGroupedChannel(0, let size): contiguous = .contiguous(shape: shape, vectorSize: d, perTensor: false, axis0GroupSize: size, blockSize: nil)
+            default: break
+            }
+        }
+        let groups = contiguous ?? ElementGroups(count: vectorCount, groupCount: groupCount) { vector in
             EncodingLayout.group(of: position(vector * d), config.granularity, shape: shape)
         }
         var luts = [Float](repeating: 0, count: groupCount * entries * d)
@@ -64,20 +73,27 @@ enum Palettizer {
                     nonisolated(unsafe) let lutOut = lutBuffer, indexOut = indexBuffer, gridOut = gridBuffer
                     DispatchQueue.concurrentPerform(iterations: (groupCount + chunk - 1) / chunk) { task in
                         for group in (task * chunk)..<min(groupCount, (task + 1) * chunk) {
-                            let members = groups.members(of: group)
-                            guard !members.isEmpty else { continue }
-                            var groupPoints = [Float](); groupPoints.reserveCapacity(members.count * d)
+                            // The group's vectors are `groups.member(slot)` for `slot` in `slots`.
+                            let slots = groups.offsets[group]..<groups.offsets[group + 1]
+                            guard !slots.isEmpty else { continue }
+                            var groupPoints = [Float]()
                             var weights: [Float]? = importance == nil ? nil : []
-                            for vector in members {
-                                for lane in 0..<d { groupPoints.append(points[vector * d + lane]) }
-                                if let importance {
-                                    weights!.append((0..<d).reduce(0) { $0 + importance[vector * d + $1] })
+                            if slots.count == vectorCount {
+                                // One group of every point (per tensor): the points as they are, not a copy.
+                                groupPoints = points
+                            } else {
+                                groupPoints.reserveCapacity(slots.count * d)
+                                for vector in slots.lazy.map(groups.member) {
+                                    for lane in 0..<d { groupPoints.append(points[vector * d + lane]) }
                                 }
+                            }
+                            if let importance {
+                                for vector in slots.lazy.map(groups.member) { weights!.append((0..<d).reduce(0) { $0 + importance[vector * d + $1] }) }
                             }
                             do throws(CompressionError) {
                                 var (fitPoints, fitWeights) = (groupPoints, weights)
-                                if d > 1, let limit = clusteringSample, members.count > limit {
-                                    let chosen = Swift.stride(from: 0, to: members.count, by: (members.count + limit - 1) / limit)
+                                if d > 1, let limit = clusteringSample, slots.count > limit {
+                                    let chosen = Swift.stride(from: 0, to: slots.count, by: (slots.count + limit - 1) / limit)
                                     fitPoints = chosen.flatMap { groupPoints[($0 * d)..<(($0 + 1) * d)] }
                                     fitWeights = weights.map { w in chosen.map { w[$0] } }
                                 }
@@ -89,7 +105,7 @@ enum Palettizer {
                                 }
                                 if let grid { refineOnGrid(fitPoints, weights: fitWeights, lut: &lut, grid: grid, dimension: d) }
                                 let assignment = assign(groupPoints, lut: lut, dimension: d)
-                                for (slot, vector) in members.enumerated() { indexOut[vector] = assignment[slot] }
+                                for (position, slot) in slots.enumerated() { indexOut[groups.member(slot)] = assignment[position] }
                                 for entry in 0..<(entries * d) { lutOut[group * entries * d + entry] = lut[entry] }
                                 if let grid { gridOut[group] = grid }
                             } catch {

@@ -16,11 +16,18 @@ public final class MemoryMappedFile: @unchecked Sendable {
     /// Maps the file at `path`.
     /// - Throws: `ShrinkCoreError.cannotMap` when the file is missing, unreadable, not a regular
     ///   file, or cannot be mapped.
-    public init(path: String) throws(ShrinkCoreError) {
-        self.path = path
+    public convenience init(path: String) throws(ShrinkCoreError) {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw .cannotMap(path: path, reason: Self.systemMessage()) }
         defer { close(descriptor) }
+        try self.init(descriptor: descriptor, path: path)
+    }
+
+    /// Maps the whole file open on `descriptor` (readable; it stays the caller's to close, the
+    /// mapping outlives it); `path` names it in errors.
+    /// - Throws: `ShrinkCoreError.cannotMap` when it is not a regular file or cannot be mapped.
+    public init(descriptor: Int32, path: String) throws(ShrinkCoreError) {
+        self.path = path
         var status = stat()
         guard fstat(descriptor, &status) == 0 else {
             throw .cannotMap(path: path, reason: Self.systemMessage())

@@ -40,7 +40,7 @@ public final class AtomicFile {
 
     #if os(Linux)
     /// `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`), which Glibc's Swift overlay does not export.
-    private static let unnamedTemporaryFlags: Int32 = 0o20000000 | O_DIRECTORY
+    static let unnamedTemporaryFlags: Int32 = 0o20000000 | O_DIRECTORY
     #endif
 
     private static func namedTemporary(folder: String, base: String, destination: String) throws(ShrinkIOError) -> (Int32, String) {
@@ -104,55 +104,6 @@ public final class AtomicFile {
         if descriptor >= 0 { close(descriptor) }
         if !committed, let temporaryPath { unlink(temporaryPath) }
     }
-}
-
-/// A scratch file for bytes that do not fit in memory comfortably: created next to a destination
-/// (`path.spill-XXXXXX`, on the same file system) and unlinked at once, so that it disappears with
-/// its descriptor, whatever ends the process. Appends at the end; reads anywhere.
-final class SpillFile {
-    let path: String
-    private let descriptor: Int32
-    /// Bytes appended so far.
-    private(set) var size = 0
-
-    init(nextTo path: String) throws(ShrinkIOError) {
-        self.path = path
-        var template = Array("\(path).spill-XXXXXX".utf8CString)
-        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard descriptor >= 0 else {
-            throw .writeFailed(path: path, reason: "cannot create a spill file: \(String(cString: strerror(errno)))")
-        }
-        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
-        self.descriptor = descriptor
-    }
-
-    func append(_ bytes: UnsafeRawBufferPointer) throws(ShrinkIOError) {
-        var written = 0
-        while written < bytes.count {
-            let result = pwrite(descriptor, bytes.baseAddress! + written, bytes.count - written, off_t(size + written))
-            if result < 0 {
-                if errno == EINTR { continue }
-                throw .writeFailed(path: path, reason: "spill file: \(String(cString: strerror(errno)))")
-            }
-            written += result
-        }
-        size += bytes.count
-    }
-
-    /// `count` bytes from `offset`.
-    func read(at offset: Int, count: Int) throws(ShrinkIOError) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        var done = 0
-        while done < count {
-            let result = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset + done)) }
-            if result < 0 && errno == EINTR { continue }
-            guard result > 0 else { throw .writeFailed(path: path, reason: "spill file: cannot read back \(count) bytes at \(offset)") }
-            done += result
-        }
-        return bytes
-    }
-
-    deinit { close(descriptor) }
 }
 
 /// Writes a folder so that readers see either nothing at `path` or the complete folder: files go

@@ -1,0 +1,57 @@
+import Foundation
+import Testing
+@testable import Shrink
+import ShrinkCompression
+import ShrinkCore
+import ShrinkIO
+import ShrinkTestSupport
+
+/// `compress` streams: encoded tensors wait in a spill file, not in memory. What it writes must be
+/// what each tensor's config gives that tensor alone, byte for byte, on any thread count.
+@Suite struct StreamingCompressionTests {
+    @Test(arguments: [1, 2])
+    func streamedOutputHoldsEachTensorAsEncodedAlone(threads: Int) throws {
+        let folder = TemporaryDirectory()
+        let model = try CompressCommandTests.tinyModel(in: folder)
+        let recipePath = try CompressCommandTests.recipe(
+            #"{"op_type": {"linear": {"quantize": {"bits": 4, "granularity": "per_block", "block_size": 8}}, "embedding": {"palettize": {"bits": 3, "granularity": "per_grouped_channel", "group_size": 16}}}}"#,
+            in: folder)
+        let recipe = try Recipe.load(path: recipePath)
+        let location = try ModelLocation.resolve(model)
+        let output = folder.file("out.safetensors")
+        _ = try ModelCompressor.compress(model: location, recipe: recipe, output: output, threads: threads)
+        // The spill file had no name: only the output is new in the folder.
+        #expect(folder.contents == ["out.safetensors", "recipe.json", "tiny.safetensors"])
+
+        let written = try CompressedModel(file: try SafetensorsFile(path: output))
+        let (store, _, plan) = try ModelCompressor.plan(model: location, recipe: recipe)
+        var compressed = 0
+        for entry in plan.entries {
+            guard case .compress(let config, _) = entry.decision else { continue }
+            compressed += 1
+            let name = entry.tensor.name
+            let alone = try WeightCompressor.encode(name: name, tensor: try ModelCompressor.denseSource(store, name), config: config)
+            let stored = try #require(written.encodedTensors.first { $0.name == name })
+            #expect(stored.encoding == alone.encoding)
+            #expect(stored.parts.keys.sorted() == alone.parts.keys.sorted())
+            for (part, tensor) in alone.parts { #expect(Array(stored.parts[part]!.bytes) == Array(tensor.bytes), "\(name)#\(part)") }
+            #expect(stored.decode() == alone.decode())
+        }
+        #expect(compressed == 2 && written.encodedTensors.count == 2)
+    }
+
+    /// The estimate names the largest tensors, one per thread, and grows with the thread count.
+    @Test func estimateCountsTheLargestTensorsPerThread() throws {
+        let folder = TemporaryDirectory()
+        let location = try ModelLocation.resolve(try CompressCommandTests.tinyModel(in: folder))
+        let recipe = try Recipe.load(path: try CompressCommandTests.recipe(#"{"global": {"palettize": {"bits": 4}}}"#, in: folder))
+        let one = try ModelCompressor.estimatePeakMemory(model: location, recipe: recipe, threads: 1)
+        let two = try ModelCompressor.estimatePeakMemory(model: location, recipe: recipe, threads: 2)
+        #expect(one.largestTensors == ["embed.weight"])
+        #expect(two.largestTensors == ["embed.weight", "layers.0.proj.weight"])
+        // Palettes: 7 working bytes per element plus the source bytes (F16 embedding, F32 linear).
+        #expect(one.bytes == ModelCompressor.baseResidentBytes + 64 * 16 * (7 + 2))
+        #expect(two.bytes == one.bytes + 32 * 16 * (7 + 4))
+        #expect(one.calibrationBytes == 0)
+    }
+}
