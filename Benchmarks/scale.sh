@@ -2,7 +2,8 @@
 # Compresses synthetic Llama-shaped BF16 models of the given sizes (Benchmarks/synthetic_model.py,
 # written once into $SHRINK_SCALE_DIR, default /tmp/shrink-scale) with a data-free uint4-block
 # recipe and a 4-bit palette recipe, and prints per size and recipe: time, GB/s of input, peak RSS
-# (what `shrink compress` reports, getrusage) and the output's size, next to the machine's free memory.
+# (what `shrink compress` reports, getrusage) next to the estimate it printed before starting, and
+# the output's size, next to the machine's free memory.
 #   Benchmarks/scale.sh 0.3e9 1.2e9 4.8e9
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,20 +14,21 @@ swift build -c release --product shrink >&2
 shrink=$(swift build -c release --product shrink --show-bin-path)/shrink
 recipes=(recipes/minilm-int4-block32.json recipes/minilm-palette-4bit-grouped16.json)
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) threads; $(awk '/MemAvailable/ {printf "%.1f", $2 / 1048576}' /proc/meminfo) GiB available"
-echo "| parameters | input GB | recipe | seconds | input GB/s | peak RSS GB | output GB | peak − output GB |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| parameters | input GB | recipe | seconds | input GB/s | peak RSS GB | estimate GB | output GB | peak − output GB |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for size in "${sizes[@]}"; do
     model="$folder/llama-$size.safetensors"
     [ -f "$model" ] || python3 Benchmarks/synthetic_model.py --shape llama --params "$size" --dtype bf16 --output "$model" >&2
     input=$(stat -c %s "$model")
     for recipe in "${recipes[@]}"; do
         output="$folder/out.safetensors"
-        report=$("$shrink" compress --model "$model" --recipe "$recipe" --output "$output" 2>/dev/null)
+        report=$("$shrink" compress --model "$model" --recipe "$recipe" --output "$output" 2>"$folder/compress.log")
+        estimate=$(sed -n 's/.*estimated peak memory \([0-9]*\) MB.*/\1/p' "$folder/compress.log")
         seconds=$(sed -n 's/.*time: \([0-9.]*\) s.*/\1/p' <<< "$report")
         peak=$(sed -n 's/.*peak memory \([0-9]*\) MB.*/\1/p' <<< "$report")
         written=$(stat -c %s "$output")
-        awk -v p="$size" -v i="$input" -v r="$(basename "$recipe" .json)" -v s="$seconds" -v m="$peak" -v o="$written" 'BEGIN {
-            printf "| %.1f B | %.2f | %s | %.1f | %.2f | %.2f | %.2f | %.2f |\n", p / 1e9, i / 1e9, r, s, i / 1e9 / s, m / 1e3, o / 1e9, m / 1e3 - o / 1e9 }'
+        awk -v p="$size" -v i="$input" -v r="$(basename "$recipe" .json)" -v s="$seconds" -v m="$peak" -v e="$estimate" -v o="$written" 'BEGIN {
+            printf "| %.1f B | %.2f | %s | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", p / 1e9, i / 1e9, r, s, i / 1e9 / s, m / 1e3, e / 1e3, o / 1e9, m / 1e3 - o / 1e9 }'
         rm -f "$output"
     done
 done

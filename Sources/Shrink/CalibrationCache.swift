@@ -44,20 +44,22 @@ public final class CalibrationCache: @unchecked Sendable {
         self.statistics = statistics
     }
 
-    /// The correlations of `layers` from the statistics file, after checking that it was recorded
-    /// on the model whose weights file `model` has SHA-256 `modelDigest`; a layer the file lacks
-    /// (no calibration input reached it) is absent. Layers are read on `threads` threads.
+    /// A reader of the correlations of `layers` from the statistics file, after checking that it
+    /// was recorded on the model whose weights file `model` has SHA-256 `modelDigest`. Each call
+    /// reads one layer from the file, so a caller holds only the layers it is encoding; a layer
+    /// the file lacks (no calibration input reached it), or not among `layers`, reads as nil.
     func recordedCorrelations(_ statistics: CalibrationStatisticsFile, model: ModelLocation, modelDigest: String,
-                              layers: Set<String>, threads: Int) throws -> [String: InputCorrelation] {
+                              layers: Set<String>) throws -> @Sendable (String) throws -> InputCorrelation? {
         guard modelDigest == statistics.provenance.modelSHA256 else {
             throw ShrinkIOError.invalidMetadata(
                 path: statistics.path, key: "\(CalibrationStatisticsFile.metadataKey).model_sha256",
                 reason: "recorded on \(statistics.provenance.model) (SHA-256 \(statistics.provenance.modelSHA256.prefix(12))…), not on \(model.weightsPath) (\(modelDigest.prefix(12))…)")
         }
-        let recorded = layers.filter { statistics.layers[$0] != nil }.sorted()
-        let correlations = try Parallel.map(recorded.count, threads: threads) { try statistics.statistics(of: recorded[$0]).correlation }
         lock.withLock { hits += 1 }
-        return Dictionary(uniqueKeysWithValues: zip(recorded, correlations))
+        return { layer in
+            guard layers.contains(layer), statistics.layers[layer] != nil else { return nil }
+            return try statistics.statistics(of: layer).correlation
+        }
     }
 
     /// The correlations of `layers`: from an entry that recorded them all, else `record(allLayers)`

@@ -9,7 +9,8 @@ public struct CompressionMemoryEstimate: Sendable {
     public let bytes: Int
     /// The tensors whose encoding sets the peak (the `threads` largest the recipe compresses).
     public let largestTensors: [String]
-    /// Bytes of the calibration statistics the recipe's calibrated layers hold (0 without any).
+    /// Bytes of the calibration statistics held for the whole run (0 without calibrated layers or
+    /// when they are read from a statistics file layer by layer).
     public let calibrationBytes: Int
 }
 
@@ -24,12 +25,14 @@ extension ModelCompressor {
     /// with `base` 80 MB and `w` the working bytes per element of the tensor's config: 6 rounded to
     /// nearest (float copy, codes, packed codes), 7 for a palette (and its assignment), 12 for GPTQ
     /// plus `16·n²` for its factorisations of `n` inputs; 5 more with pruning, 4 more with a
-    /// rotation. `calibration` is `8·n²` per calibrated layer (its input correlation, all held while
-    /// encoding); `tuning`, for recipes that tune end to end, is the model as floats (4 bytes per
+    /// rotation. A calibrated tensor's input correlation, `8·n²`, counts with it when read from a
+    /// statistics file (`fromStatisticsFile`, one layer at a time); otherwise `calibration` is
+    /// `8·n²` per calibrated layer (a calibration run records them all at once); `tuning`, for recipes that tune end to end, is the model as floats (4 bytes per
     /// element). Encoded tensors and the output are not counted: they go to disk as they finish.
     /// Measured peaks lie within about 25 % of it (`Benchmarks/scale.sh`).
     /// - Throws: what opening the model and resolving the plan throw.
-    public static func estimatePeakMemory(model: ModelLocation, recipe: Recipe, threads: Int) throws -> CompressionMemoryEstimate {
+    public static func estimatePeakMemory(model: ModelLocation, recipe: Recipe, threads: Int,
+                                          fromStatisticsFile: Bool = false) throws -> CompressionMemoryEstimate {
         let (store, _, plan) = try plan(model: model, recipe: recipe)
         var working: [(name: String, bytes: Int)] = []
         var calibration = 0
@@ -40,8 +43,9 @@ extension ModelCompressor {
             var perElement = config.isCalibrated ? 12 : config.palettize != nil ? 7 : 6
             if config.prune != nil { perElement += 5 }
             if config.rotate != nil { perElement += 4 }
-            let factorisations = config.isCalibrated ? 16 * inputs * inputs : 0
-            if config.isCalibrated { calibration += 8 * inputs * inputs }
+            let correlation = config.isCalibrated ? 8 * inputs * inputs : 0
+            let factorisations = 2 * correlation + (fromStatisticsFile ? correlation : 0)
+            if !fromStatisticsFile { calibration += correlation }
             working.append((entry.tensor.name, elements * perElement + factorisations + (store.storage(of: entry.tensor.name)?.bytes ?? 0)))
         }
         let largest = working.sorted { ($0.bytes, $1.name) > ($1.bytes, $0.name) }.prefix(max(threads, 1))

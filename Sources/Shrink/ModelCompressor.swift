@@ -112,7 +112,7 @@ public enum ModelCompressor {
                 let task = planned[taskIndex]
                 let name = plan.entries[task.index].tensor.name
                 let tensorStart = DispatchTime.now()
-                var (tensor, config, correlation) = (try denseSource(store, name), task.config, correlations[String(name.dropLast(".weight".count))])
+                var (tensor, config, correlation) = (try denseSource(store, name), task.config, try correlations(String(name.dropLast(".weight".count))))
                 if let folding { (tensor, config, correlation) = try folding.folded(name, tensor: tensor, config: config, correlation: correlation) }
                 var rule = task.rule
                 if config.isCalibrated, correlation == nil {
@@ -254,18 +254,19 @@ public enum ModelCompressor {
     }
 
     /// The input correlations that calibrated configs need, for the linear weights `weights`
-    /// (`….weight`) of the model whose weights have SHA-256 `modelDigest`: from the cache's
-    /// statistics file when it has one (recorded on that model), else from the recipe's
-    /// calibration data run through the uncompressed model.
+    /// (`….weight`) of the model whose weights have SHA-256 `modelDigest`, by layer name (nil for a
+    /// layer no calibration input reaches): read layer by layer, when asked, from the cache's
+    /// statistics file when it has one (recorded on that model), else recorded at once from the
+    /// recipe's calibration data run through the uncompressed model.
     static func calibrate(model: ModelLocation, modelDigest: String, recipe: Recipe, weights: [String], threads: Int,
-                          cache: CalibrationCache?) throws -> [String: InputCorrelation] {
-        guard !weights.isEmpty else { return [:] }
+                          cache: CalibrationCache?) throws -> @Sendable (String) throws -> InputCorrelation? {
+        guard !weights.isEmpty else { return { _ in nil } }
         if let bad = weights.first(where: { !$0.hasSuffix(".weight") }) {
             throw CompressionError.invalidWeight(tensor: bad, reason: "only linear layers' weights can be calibrated")
         }
         let layers = Set(weights.map { String($0.dropLast(".weight".count)) })
         if let cache, let statistics = cache.statistics {
-            return try cache.recordedCorrelations(statistics, model: model, modelDigest: modelDigest, layers: layers, threads: threads)
+            return try cache.recordedCorrelations(statistics, model: model, modelDigest: modelDigest, layers: layers)
         }
         guard let calibration = recipe.calibration else {
             throw CompressionError.invalidRecipe(file: recipe.file, keyPath: "calibration", reason: "calibrated methods need calibration data (or a statistics file: --stats)")
@@ -275,9 +276,11 @@ public enum ModelCompressor {
             try Calibration.inputStatistics(files: files, architecture: architecture, dataPath: calibration.path,
                                             limit: calibration.limit, layers: layers, threads: threads).mapValues(\.correlation)
         }
-        guard let cache else { return try record(layers) }
-        return try cache.correlations(model: model, data: calibration.path, limit: calibration.limit, layers: layers,
-                                      allLayers: Set(architecture.observationPoints), record: record)
+        let recorded = try cache.map {
+            try $0.correlations(model: model, data: calibration.path, limit: calibration.limit, layers: layers,
+                                allLayers: Set(architecture.observationPoints), record: record)
+        } ?? record(layers)
+        return { recorded[$0] }
     }
 
     /// The model's files and architecture, for a calibration run.

@@ -24,12 +24,14 @@ enum CompressCommand {
         let threads = try arguments.positiveInteger("--threads", default: ProcessInfo.processInfo.activeProcessorCount, command: spec.name)
         let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
         let recipe = try Recipe.load(path: recipePath)
-        let estimate = try ModelCompressor.estimatePeakMemory(model: location, recipe: recipe, threads: threads)
-        console.printError("Compressing \(location.weightsPath) with \(recipePath); estimated peak memory \(estimate.bytes >> 20) MB "
+        let statistics = try StatisticsOption.cache(arguments)
+        let estimate = try ModelCompressor.estimatePeakMemory(model: location, recipe: recipe, threads: threads,
+                                                              fromStatisticsFile: statistics?.statistics != nil)
+        console.printError("Compressing \(location.weightsPath) with \(recipePath); estimated peak memory \(estimate.bytes / 1_000_000) MB "
                            + "(\(estimate.largestTensors.joined(separator: ", ")) at once"
-                           + (estimate.calibrationBytes > 0 ? ", calibration statistics \(estimate.calibrationBytes >> 20) MB)" : ")"))
+                           + (estimate.calibrationBytes > 0 ? ", calibration statistics \(estimate.calibrationBytes / 1_000_000) MB)" : ")"))
         let summary = try ModelCompressor.compress(model: location, recipe: recipe, output: output, threads: threads,
-                                                   calibrationCache: try StatisticsOption.cache(arguments)) { report in
+                                                   calibrationCache: statistics) { report in
             let snr = report.snrDecibels.map { TextTable.fixed($0, digits: 1) + " dB" } ?? "exact"
             console.printError("  \(report.name)  \(report.encoding)  \(TextTable.fixed(report.bitsPerWeight, digits: 2)) bits/weight  SNR \(snr)  \(TextTable.fixed(report.seconds, digits: 2)) s")
         }

@@ -129,9 +129,12 @@ public struct CalibrationStatisticsFile: Sendable {
         return LayerInputStatistics(correlation: correlation, absoluteSums: sums, absoluteMaxima: maxima)
     }
 
-    /// The F64 tensor `name`, each element checked finite.
+    /// The F64 tensor `name`, each element checked finite; the copied pages of the mapped file are
+    /// released, so reading a large file layer by layer keeps one layer resident.
     func doubles(_ name: String) throws(ShrinkIOError) -> [Double] {
-        let bytes = try file.tensor(named: name).bytes
+        let tensor = try file.tensor(named: name)
+        defer { tensor.storage.releasePages() }
+        let bytes = tensor.bytes
         let values = [Double](unsafeUninitializedCapacity: bytes.count / 8) { buffer, initialized in
             for index in 0..<buffer.count {
                 buffer[index] = Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 8 * index, as: UInt64.self)))
