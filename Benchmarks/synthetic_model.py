@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
-"""Writes a synthetic Llama- or BERT-shaped safetensors model of about a given parameter count.
+"""Writes a synthetic Llama- or BERT-shaped model folder of about a given parameter count.
 
-    Benchmarks/synthetic_model.py --shape llama --params 1.2e9 --dtype bf16 --output /tmp/llama-1.2b.safetensors
+    Benchmarks/synthetic_model.py --shape llama --params 1.2e9 --dtype bf16 --output /tmp/llama-1.2b
+
+The folder holds `model.safetensors` and a Hugging Face `config.json`; a Llama-shaped one also a
+byte-level BPE `tokenizer.json` (32,000 tokens, GPT-2 pre-tokenizer) trained with PyPI `tokenizers`
+on `--tokenizer-text` (default: WikiText-2 validation), so that Shrink can run the model, for
+example to calibrate it; with `--calibration N,T` the script also writes `calibration.txt`, N
+lines of about T tokens each cut from that text.
 
 Weights are Gaussian with the scale of trained transformer linears (standard deviation
 1/sqrt(inputs), a few outlier input channels ten times larger), norms near one, biases near zero.
@@ -11,6 +17,7 @@ Widths per size: the smallest of a fixed ladder of hidden sizes whose layer coun
 """
 import argparse
 import json
+import os
 import struct
 
 import numpy as np
@@ -20,6 +27,7 @@ LADDER = {  # hidden → intermediate (Llama: SwiGLU, 2.75×; BERT: 4×)
     "bert": [(768, 3072), (1024, 4096), (2048, 8192), (4096, 16384)],
 }
 VOCABULARY = {"llama": 32000, "bert": 30522}
+HEAD_SIZE = {"llama": 128, "bert": 64}
 
 
 def layer_tensors(shape, index, hidden, intermediate):
@@ -79,16 +87,67 @@ def values(name, dims, rng):
     return weights
 
 
+def config(shape, tensors):
+    """The Hugging Face config.json of the layout."""
+    hidden = dict(tensors)["model.embed_tokens.weight" if shape == "llama" else "embeddings.word_embeddings.weight"][1]
+    layers = sum(1 for name, _ in tensors if name.endswith(("input_layernorm.weight", "attention.output.LayerNorm.weight")))
+    intermediate = next(dims[0] for name, dims in tensors if name.endswith(("mlp.gate_proj.weight", "intermediate.dense.weight")))
+    common = {"hidden_size": hidden, "intermediate_size": intermediate, "num_hidden_layers": layers,
+              "num_attention_heads": hidden // HEAD_SIZE[shape], "vocab_size": VOCABULARY[shape]}
+    if shape == "llama":
+        return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **common, "num_key_value_heads": hidden // HEAD_SIZE[shape],
+                "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
+                "tie_word_embeddings": False}
+    return {"architectures": ["BertModel"], "model_type": "bert", **common, "max_position_embeddings": 512,
+            "type_vocab_size": 1, "layer_norm_eps": 1e-12, "hidden_act": "gelu"}
+
+
+def train_tokenizer(text_path, folder):
+    """A byte-level BPE tokenizer of VOCABULARY["llama"] tokens trained on the text, saved as tokenizer.json."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCABULARY["llama"], special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tokenizer.train([text_path], trainer)
+    tokenizer.save(os.path.join(folder, "tokenizer.json"))
+    return tokenizer
+
+
+def write_calibration(tokenizer, text_path, lines, tokens, path):
+    """`lines` lines of about `tokens` tokens each: consecutive windows of the text's tokens, decoded, newlines as spaces."""
+    with open(text_path, encoding="utf-8") as handle:
+        ids = tokenizer.encode(" ".join(line.strip() for line in handle if line.strip())).ids
+    if len(ids) < lines * tokens:
+        raise SystemExit(f"{text_path} has {len(ids)} tokens, fewer than {lines} × {tokens}")
+    with open(path, "w", encoding="utf-8") as output:
+        for index in range(lines):
+            window = tokenizer.decode(ids[index * tokens:(index + 1) * tokens])
+            output.write(" ".join(window.split()) + "\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", choices=["llama", "bert"], default="llama")
     parser.add_argument("--params", type=float, required=True, help="target parameter count, e.g. 1.2e9")
     parser.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", required=True)
+    parser.add_argument("--output", required=True, help="the model folder to write")
+    here = os.path.dirname(os.path.abspath(__file__))
+    parser.add_argument("--tokenizer-text", default=os.path.join(here, "..", "..", "shared", "data", "wikitext-2", "valid.txt"))
+    parser.add_argument("--calibration", help="N,T: also write calibration.txt, N lines of about T tokens (Llama shape)")
     arguments = parser.parse_args()
 
     tensors = layout(arguments.shape, arguments.params)
+    os.makedirs(arguments.output, exist_ok=True)
+    with open(os.path.join(arguments.output, "config.json"), "w") as handle:
+        json.dump(config(arguments.shape, tensors), handle, indent=2)
+    if arguments.shape == "llama":
+        tokenizer = train_tokenizer(arguments.tokenizer_text, arguments.output)
+        if arguments.calibration:
+            lines, tokens = (int(part) for part in arguments.calibration.split(","))
+            write_calibration(tokenizer, arguments.tokenizer_text, lines, tokens, os.path.join(arguments.output, "calibration.txt"))
     size = 2 if arguments.dtype == "bf16" else 4
     header, offset = {"__metadata__": {"format": "pt", "synthetic": f"{arguments.shape} seed {arguments.seed}"}}, 0
     for name, dims in tensors:
@@ -98,7 +157,8 @@ def main():
     text = json.dumps(header, separators=(",", ":"))
     text += " " * ((8 - len(text) % 8) % 8)
     rng = np.random.default_rng(arguments.seed)
-    with open(arguments.output, "wb") as output:
+    weights = os.path.join(arguments.output, "model.safetensors")
+    with open(weights, "wb") as output:
         output.write(struct.pack("<Q", len(text)) + text.encode())
         for name, dims in tensors:
             data = values(name, dims, rng)
@@ -107,7 +167,7 @@ def main():
                 data = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
             output.write(data.tobytes())
     parameters = sum(int(np.prod(dims)) for _, dims in tensors)
-    print(f"{arguments.output}: {parameters / 1e9:.3f} B parameters, {len(tensors)} tensors, {offset / 1e9:.2f} GB of {arguments.dtype.upper()}")
+    print(f"{weights}: {parameters / 1e9:.3f} B parameters, {len(tensors)} tensors, {offset / 1e9:.2f} GB of {arguments.dtype.upper()}")
 
 
 if __name__ == "__main__":

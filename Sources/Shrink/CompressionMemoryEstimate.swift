@@ -1,16 +1,16 @@
 import ShrinkCompression
 import ShrinkCore
 import ShrinkIO
+import ShrinkModels
 
 /// What `ModelCompressor.compress` is expected to hold in memory at its peak, worked out from the
 /// plan before anything is encoded.
 public struct CompressionMemoryEstimate: Sendable {
-    /// The estimated peak resident bytes.
+    /// The estimated peak resident bytes: the larger of the calibration run's and the encoding's.
     public let bytes: Int
-    /// The tensors whose encoding sets the peak (the `threads` largest the recipe compresses).
+    /// The tensors whose encoding sets the encoding's peak (the `threads` largest the recipe compresses).
     public let largestTensors: [String]
-    /// Bytes of the calibration statistics held for the whole run (0 without calibrated layers or
-    /// when they are read from a statistics file layer by layer).
+    /// The calibration run's estimated peak (0 without one: no calibrated layers, or a statistics file).
     public let calibrationBytes: Int
 }
 
@@ -18,24 +18,35 @@ extension ModelCompressor {
     /// The process's own resident bytes besides tensors (code, runtime, the source's header).
     static let baseResidentBytes = 80 << 20
 
-    /// Estimates the peak resident memory of compressing `model` with `recipe` on `threads` threads:
+    /// Estimates the peak resident memory of compressing `model` with `recipe` on `threads` threads,
+    /// the larger of two phases. Encoding:
     ///
-    ///     base + Σ_{the threads largest compressed tensors} (elements · w + source bytes) + calibration + tuning
+    ///     base + Σ_{the threads largest compressed tensors} (elements · w + source bytes + 24·n²) + tuning
     ///
     /// with `base` 80 MB and `w` the working bytes per element of the tensor's config: 6 rounded to
-    /// nearest (float copy, codes, packed codes), 7 for a palette (and its assignment), 12 for GPTQ
-    /// plus `16·n²` for its factorisations of `n` inputs; 5 more with pruning, 4 more with a
-    /// rotation. A calibrated tensor's input correlation, `8·n²`, counts with it when read from a
-    /// statistics file (`fromStatisticsFile`, one layer at a time); otherwise `calibration` is
-    /// `8·n²` per calibrated layer (a calibration run records them all at once); `tuning`, for recipes that tune end to end, is the model as floats (4 bytes per
-    /// element). Encoded tensors and the output are not counted: they go to disk as they finish.
-    /// Measured peaks lie within about 25 % of it (`Benchmarks/scale.sh`).
-    /// - Throws: what opening the model and resolving the plan throw.
+    /// nearest (float copy, codes, packed codes), 7 for a palette (and its assignment), 12 for GPTQ;
+    /// 5 more with pruning, 4 more with a rotation; `24·n²` only for a calibrated tensor of `n`
+    /// inputs (its input correlation, read back one layer at a time, and GPTQ's two factorisations);
+    /// `tuning`, for recipes that tune end to end, the model as floats (4 bytes per element).
+    /// Calibration (calibrated recipes without a statistics file), which runs the model block by
+    /// block and spills each block's statistics:
+    ///
+    ///     base + 8·Σ_{calibrated tensors of the largest block} n² + 4·max n² + 4·h·(tokens + 2·blocks·longest) + 4·embedding
+    ///
+    /// the block's correlations (a tensor each, an over-count where ops share an input) and one
+    /// float `XᵀX`; the hidden states of every calibration token and a key/value cache per block
+    /// (`h` the narrowest calibrated input, the model's width; tokens estimated as a quarter of the
+    /// text's UTF-8 bytes, `longest` from the longest line, at most 2,048); the token embedding as
+    /// floats. Encoded tensors, the output and the source's pages are not counted: they go to disk
+    /// or are released as each tensor finishes. Measured peaks are compared with it in
+    /// `Benchmarks/scale.sh`.
+    /// - Throws: what opening the model, resolving the plan and reading the calibration text throw.
     public static func estimatePeakMemory(model: ModelLocation, recipe: Recipe, threads: Int,
                                           fromStatisticsFile: Bool = false) throws -> CompressionMemoryEstimate {
         let (store, _, plan) = try plan(model: model, recipe: recipe)
         var working: [(name: String, bytes: Int)] = []
-        var calibration = 0
+        var blockCorrelations: [String: Int] = [:]
+        var widths: [Int] = []
         for entry in plan.entries {
             guard case .compress(let config, _) = entry.decision else { continue }
             let shape = entry.tensor.shape
@@ -44,13 +55,23 @@ extension ModelCompressor {
             if config.prune != nil { perElement += 5 }
             if config.rotate != nil { perElement += 4 }
             let correlation = config.isCalibrated ? 8 * inputs * inputs : 0
-            let factorisations = 2 * correlation + (fromStatisticsFile ? correlation : 0)
-            if !fromStatisticsFile { calibration += correlation }
-            working.append((entry.tensor.name, elements * perElement + factorisations + (store.storage(of: entry.tensor.name)?.bytes ?? 0)))
+            if config.isCalibrated {
+                blockCorrelations[entry.role.layer, default: 0] += correlation
+                widths.append(inputs)
+            }
+            working.append((entry.tensor.name, elements * perElement + 3 * correlation + (store.storage(of: entry.tensor.name)?.bytes ?? 0)))
         }
         let largest = working.sorted { ($0.bytes, $1.name) > ($1.bytes, $0.name) }.prefix(max(threads, 1))
         let tuning = recipe.tuning == nil ? 0 : 4 * store.descriptors.reduce(0) { $0 + $1.shape.reduce(1, *) }
-        return CompressionMemoryEstimate(bytes: baseResidentBytes + largest.reduce(0) { $0 + $1.bytes } + calibration + tuning,
-                                         largestTensors: largest.map(\.name), calibrationBytes: calibration)
+        var calibration = 0
+        if !fromStatisticsFile, let data = recipe.calibration, let hidden = widths.min(), let widest = widths.max() {
+            let lines = try Calibration.lines(data.path, limit: data.limit)
+            let tokens = lines.reduce(0) { $0 + $1.utf8.count } / 4, longest = min(2048, (lines.map(\.utf8.count).max() ?? 0) / 4)
+            let embedding = plan.entries.filter { $0.role.opType == .embedding }.map { $0.tensor.shape.reduce(1, *) }.max() ?? 0
+            calibration = baseResidentBytes + (blockCorrelations.values.max() ?? 0) + 4 * widest * widest
+                + 4 * hidden * (tokens + 2 * blockCorrelations.count * longest) + 4 * embedding
+        }
+        let encoding = baseResidentBytes + largest.reduce(0) { $0 + $1.bytes } + tuning
+        return CompressionMemoryEstimate(bytes: max(encoding, calibration), largestTensors: largest.map(\.name), calibrationBytes: calibration)
     }
 }

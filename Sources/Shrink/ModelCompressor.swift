@@ -105,7 +105,7 @@ public enum ModelCompressor {
         let sourceDigest = try SHA256.hexDigest(ofFile: model.weightsPath)
         let correlations = try calibrate(model: model, modelDigest: sourceDigest, recipe: recipe,
                                          weights: planned.filter { $0.config.isCalibrated }.map { plan.entries[$0.index].tensor.name },
-                                         threads: threads, cache: calibrationCache)
+                                         threads: threads, cache: calibrationCache, spillNextTo: spill?.path)
         // Tensors run in parallel, one per thread; their BLAS calls then take one thread each.
         let results = try BLASLibrary.withThreadCount(threads > 1 ? 1 : BLASLibrary.threadCount) {
             try Parallel.map(planned.count, threads: threads) { taskIndex throws -> (FinishedTensor, TensorCompressionReport) in
@@ -256,10 +256,12 @@ public enum ModelCompressor {
     /// The input correlations that calibrated configs need, for the linear weights `weights`
     /// (`….weight`) of the model whose weights have SHA-256 `modelDigest`, by layer name (nil for a
     /// layer no calibration input reaches): read layer by layer, when asked, from the cache's
-    /// statistics file when it has one (recorded on that model), else recorded at once from the
-    /// recipe's calibration data run through the uncompressed model.
+    /// statistics file when it has one (recorded on that model), else recorded from the recipe's
+    /// calibration data run through the uncompressed model: with `spillNextTo` and no cache, block
+    /// by block into a spill file in that path's folder and read back layer by layer (memory holds
+    /// one block's statistics, then one layer's per reader), otherwise all at once in memory.
     static func calibrate(model: ModelLocation, modelDigest: String, recipe: Recipe, weights: [String], threads: Int,
-                          cache: CalibrationCache?) throws -> @Sendable (String) throws -> InputCorrelation? {
+                          cache: CalibrationCache?, spillNextTo: String? = nil) throws -> @Sendable (String) throws -> InputCorrelation? {
         guard !weights.isEmpty else { return { _ in nil } }
         if let bad = weights.first(where: { !$0.hasSuffix(".weight") }) {
             throw CompressionError.invalidWeight(tensor: bad, reason: "only linear layers' weights can be calibrated")
@@ -272,6 +274,12 @@ public enum ModelCompressor {
             throw CompressionError.invalidRecipe(file: recipe.file, keyPath: "calibration", reason: "calibrated methods need calibration data (or a statistics file: --stats)")
         }
         let (files, architecture) = try openForCalibration(model)
+        if cache == nil, let spillNextTo {
+            let stored = try SpilledCalibrationStatistics(nextTo: spillNextTo)
+            try Calibration.streamInputStatistics(files: files, architecture: architecture, dataPath: calibration.path, limit: calibration.limit,
+                                                  layers: layers, threads: threads) { try stored.append($0) }
+            return { try stored.correlation(of: $0) }
+        }
         func record(_ layers: Set<String>) throws -> [String: InputCorrelation] {
             try Calibration.inputStatistics(files: files, architecture: architecture, dataPath: calibration.path,
                                             limit: calibration.limit, layers: layers, threads: threads).mapValues(\.correlation)

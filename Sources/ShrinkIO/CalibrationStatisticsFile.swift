@@ -157,34 +157,35 @@ public struct CalibrationStatisticsFile: Sendable {
     }
 }
 
-/// Writes a calibration statistics file block by block, so that a caller holds one block's
-/// statistics at a time: `append` puts a finished block's tensors in a spill file (created next to
-/// the destination and unlinked at once, so nothing of it outlives the process) and keeps only each
-/// op's row count and where its tensors went; `finish` writes the file atomically from the spill.
-/// Ops of one `append` with equal statistics share one set of tensors, named after the first of
-/// them in name order; the file lists ops and tensors in name order, whatever the order of the
-/// appends. Memory: the statistics of one `append`, and one tensor while finishing.
-public final class CalibrationStatisticsWriter {
-    public let path: String
-    private let spill: SpillFile
+/// Calibration statistics kept block by block in a spill file (created next to a destination and
+/// never named, so nothing of it outlives the process) instead of memory: `append` moves a finished
+/// block's tensors there and keeps only each op's row count and where its tensors went;
+/// `correlation(of:)` reads one op's input correlation back. Ops of one `append` with equal
+/// statistics share one set of tensors, owned by the first of them in name order. Memory: the
+/// statistics of one `append`, then one correlation per reader. Appends come from one thread;
+/// reads, after the last append, from any.
+public final class SpilledCalibrationStatistics: @unchecked Sendable {
+    let spill: SpillFile
     /// Op name → (row count, owner op).
-    private var layers: [String: (rows: Int, owner: String)] = [:]
-    /// Owner op → (input width, offset of its tensors in the spill).
-    private var owners: [String: (width: Int, offset: Int)] = [:]
+    private(set) var layers: [String: (rows: Int, owner: String)] = [:]
+    /// Owner op → (input width, offset of its tensors in the spill: correlation, sums, maxima).
+    private(set) var owners: [String: (width: Int, offset: Int)] = [:]
 
-    /// Prepares to write `path`.
-    /// - Throws: `ShrinkIOError.writeFailed` when the spill file cannot be created next to `path`.
-    public init(path: String) throws(ShrinkIOError) {
-        self.path = path
+    /// An empty store whose spill file lies in `path`'s folder.
+    /// - Throws: `ShrinkIOError.writeFailed` when the folder does not take new files.
+    public init(nextTo path: String) throws(ShrinkIOError) {
         spill = try SpillFile(nextTo: path)
     }
+
+    /// The ops appended so far.
+    public var ops: Set<String> { Set(layers.keys) }
 
     /// Stores `statistics` (op name → statistics; names not appended before).
     /// - Throws: `ShrinkIOError.writeFailed` for an op appended twice or when the file system refuses.
     public func append(_ statistics: [String: LayerInputStatistics]) throws(ShrinkIOError) {
         var appended: [String] = []
         for op in statistics.keys.sorted() {
-            guard layers[op] == nil else { throw .writeFailed(path: path, reason: "statistics of '\(op)' came twice") }
+            guard layers[op] == nil else { throw .writeFailed(path: spill.path, reason: "statistics of '\(op)' came twice") }
             let value = statistics[op]!
             let owner = appended.first { statistics[$0]!.width == value.width && statistics[$0]! == value } ?? op
             layers[op] = (value.rows, owner)
@@ -192,16 +193,49 @@ public final class CalibrationStatisticsWriter {
             appended.append(op)
             owners[op] = (value.width, spill.size)
             for part in 0..<3 {
-                let tensor = try Self.tensor(part, of: value, name: op, path: path)
+                let tensor = try CalibrationStatisticsWriter.tensor(part, of: value, name: op, path: spill.path)
                 try spill.append(tensor.bytes)
             }
         }
+    }
+
+    /// The input correlation recorded for `op`, nil when none was appended.
+    /// - Throws: `ShrinkIOError.writeFailed` when the spill file cannot be read back.
+    public func correlation(of op: String) throws(ShrinkIOError) -> InputCorrelation? {
+        guard let (rows, owner) = layers[op], let (width, offset) = owners[owner] else { return nil }
+        var matrix = [Double](repeating: 0, count: width * width)
+        try matrix.withUnsafeMutableBytes { buffer in Result { () throws(ShrinkIOError) in try spill.read(at: offset, into: buffer) } }.get()
+        for index in matrix.indices { matrix[index] = Double(bitPattern: UInt64(littleEndian: matrix[index].bitPattern)) }
+        return InputCorrelation(size: width, matrix: matrix, rows: rows)
+    }
+}
+
+/// Writes a calibration statistics file block by block (`SpilledCalibrationStatistics`), so that a
+/// caller holds one block's statistics at a time; `finish` writes the file atomically from the
+/// spill. The file lists ops and tensors in name order, whatever the order of the appends. Memory:
+/// the statistics of one `append`, and one tensor while finishing.
+public final class CalibrationStatisticsWriter {
+    public let path: String
+    private let statistics: SpilledCalibrationStatistics
+
+    /// Prepares to write `path`.
+    /// - Throws: `ShrinkIOError.writeFailed` when the spill file cannot be created next to `path`.
+    public init(path: String) throws(ShrinkIOError) {
+        self.path = path
+        statistics = try SpilledCalibrationStatistics(nextTo: path)
+    }
+
+    /// Stores `statistics` (op name → statistics; names not appended before).
+    /// - Throws: `ShrinkIOError.writeFailed` for an op appended twice or when the file system refuses.
+    public func append(_ statistics: [String: LayerInputStatistics]) throws(ShrinkIOError) {
+        try self.statistics.append(statistics)
     }
 
     /// Writes the file from what was appended, with `provenance` in its metadata.
     /// - Throws: `ShrinkIOError.writeFailed` when nothing was appended or the file system refuses
     ///   (nothing is left at `path`).
     public func finish(provenance: CalibrationProvenance) throws(ShrinkIOError) {
+        let (layers, owners, spill) = (statistics.layers, statistics.owners, statistics.spill)
         guard !layers.isEmpty else { throw .writeFailed(path: path, reason: "no layer saw any calibration input") }
         let layerEntries = layers.keys.sorted().map { op in
             (key: op, value: JSONValue.object([(key: "rows", value: .number(String(layers[op]!.rows))), (key: "tensors", value: .string(layers[op]!.owner))]))

@@ -72,14 +72,20 @@ public final class SpillFile: @unchecked Sendable {
     /// - Throws: `ShrinkIOError.writeFailed` when they cannot be read back.
     public func read(at offset: Int, count: Int) throws(ShrinkIOError) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
+        try bytes.withUnsafeMutableBytes { buffer in Result { () throws(ShrinkIOError) in try read(at: offset, into: buffer) } }.get()
+        return bytes
+    }
+
+    /// Fills `buffer` with the bytes from `offset`.
+    /// - Throws: `ShrinkIOError.writeFailed` when they cannot be read back.
+    public func read(at offset: Int, into buffer: UnsafeMutableRawBufferPointer) throws(ShrinkIOError) {
         var done = 0
-        while done < count {
-            let result = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset + done)) }
+        while done < buffer.count {
+            let result = pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
             if result < 0 && errno == EINTR { continue }
-            guard result > 0 else { throw .writeFailed(path: path, reason: "spill file: cannot read back \(count) bytes at \(offset)") }
+            guard result > 0 else { throw .writeFailed(path: path, reason: "spill file: cannot read back \(buffer.count) bytes at \(offset)") }
             done += result
         }
-        return bytes
     }
 
     /// The file as written so far, mapped read-only (later appends are not visible in the mapping).

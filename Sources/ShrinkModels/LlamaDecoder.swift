@@ -37,6 +37,9 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
     let outputNorm: RMSNormWeights
     let output: any LinearOperator
     let rope: RotaryEmbedding
+    /// The weights' store and names, to release a layer's mapped pages after calibration runs it.
+    let store: any TensorStore
+    let table: LlamaTensorTable
     /// The rotation of the residual stream folded into the weights, nil when there is none: the
     /// embeddings are rotated on entry and the stream un-rotated before the final norm.
     let residualRotation: HadamardRotation?
@@ -90,6 +93,8 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
         rope = RotaryEmbedding(dimensions: c.headDimension, base: c.ropeTheta,
                                pairing: c.ggufNames && !perHeadNorms ? .adjacent : .halves)
         self.layers = layers
+        self.store = source.store
+        self.table = table
         self.config = config
         self.architecture = architecture
         self.tokenizer = tokenizer
@@ -253,15 +258,17 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
     /// Runs each text from an empty cache, layer by layer: every text's embeddings, then all texts
     /// through layer 0 (each in the batches `evaluate` would use, its cache filled as it goes), then
     /// all through layer 1, and so on; texts longer than the context (at most 2,048 tokens) are cut
-    /// to it. Keeps every text's hidden states between layers (tokens × hiddenSize floats).
+    /// to it. Keeps every text's hidden states between layers (tokens × hiddenSize floats) and a
+    /// cache as long as the longest text; a layer's mapped weight pages are released once all texts
+    /// went through it, so a model larger than memory streams through.
     public func run(calibrationTexts texts: [String], blockFinished: (Int) throws -> Void) throws {
         guard let tokenizer else {
             throw ModelError.notRunnable(architecture: architecture, reason: "calibration needs a tokenizer (a GGUF file's, or tokenizer.json next to config.json)")
         }
-        let capacity = min(config.contextLength, 2048), hidden = config.hiddenSize
-        let state = makeState(capacity: capacity)
-        let sequences = texts.map { Array(tokenizer.encode($0, addBOS: tokenizer.addsBOS).prefix(capacity)) }.filter { !$0.isEmpty }
+        let hidden = config.hiddenSize
+        let sequences = texts.map { Array(tokenizer.encode($0, addBOS: tokenizer.addsBOS).prefix(min(config.contextLength, 2048))) }.filter { !$0.isEmpty }
         for sequence in sequences { try checkVocabulary(sequence) }
+        let state = makeState(capacity: sequences.map(\.count).max() ?? 1)
         var states: [[Float]] = sequences.map { [Float](repeating: 0, count: $0.count * hidden) }
         for (index, tokens) in sequences.enumerated() {
             for first in stride(from: 0, to: tokens.count, by: state.batch) {
@@ -284,6 +291,7 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
                     state.position += count
                 }
             }
+            for index in table.linearOpIndices { store.tensor(named: table.op(layer, index) + ".weight")?.releasePages() }
             try blockFinished(layer)
         }
     }

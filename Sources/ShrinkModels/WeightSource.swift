@@ -162,6 +162,9 @@ public final class WeightSource: @unchecked Sendable {
             let value = tensor.dtype == .f16 ? FloatingPointConversion.float(fromHalfBits: bits[bad]) : FloatingPointConversion.float(fromBFloat16Bits: bits[bad])
             throw .invalidWeight(tensor: name, reason: "element \(bad) is \(value)")
         }
+        // The scan read every page; they come back when the kernels use them, so a model larger than
+        // memory can load (calibration then releases each layer's pages after running it).
+        tensor.storage.releasePages()
         do {
             let weight = try EncodedTensor(name: name, shape: tensor.shape, sourceDType: tensor.dtype, encoding: .dense(tensor.dtype),
                                            parts: ["values": tensor])

@@ -54,4 +54,22 @@ import ShrinkTestSupport
         #expect(two.bytes == one.bytes + 32 * 16 * (7 + 4))
         #expect(one.calibrationBytes == 0)
     }
+
+    /// A calibrated recipe adds the calibration run's peak: one block's correlations and float
+    /// `XᵀX`, the calibration tokens' hidden states and caches (a quarter of the text's bytes), the
+    /// token embedding as floats; the encoding adds the tensor's correlation and factorisations.
+    @Test func estimateCountsTheCalibrationRun() throws {
+        let folder = TemporaryDirectory()
+        let location = try ModelLocation.resolve(try CompressCommandTests.tinyModel(in: folder))
+        try "aaaaaaaa\n\nbbbbbbbbbbbbbbbb\n".write(toFile: folder.file("calibration.txt"), atomically: true, encoding: .utf8)
+        let recipe = try Recipe.load(path: try CompressCommandTests.recipe(
+            #"{"op_type": {"linear": {"quantize": {"bits": 4, "method": "gptq"}}}, "calibration": {"data": "calibration.txt", "limit": 2}}"#, in: folder))
+        let estimate = try ModelCompressor.estimatePeakMemory(model: location, recipe: recipe, threads: 1)
+        // proj: 16 inputs; tokens (8 + 16) / 4, the longest line 16 / 4, one block; embedding 64 × 16.
+        #expect(estimate.calibrationBytes == ModelCompressor.baseResidentBytes + 8 * 256 + 4 * 256 + 4 * 16 * (6 + 2 * 4) + 4 * 64 * 16)
+        #expect(estimate.largestTensors == ["layers.0.proj.weight"])
+        #expect(estimate.bytes == ModelCompressor.baseResidentBytes + 32 * 16 * (12 + 4) + 24 * 256)
+        let fromFile = try ModelCompressor.estimatePeakMemory(model: location, recipe: recipe, threads: 1, fromStatisticsFile: true)
+        #expect(fromFile.calibrationBytes == 0 && fromFile.bytes == estimate.bytes)
+    }
 }

@@ -55,6 +55,29 @@ import ShrinkTestSupport
         #expect(Set(try CalibrationStatisticsFile(path: streamed).layers.values.map(\.tensors)) == ["b.0.down", "b.0.key", "b.1.down", "b.1.query"])
     }
 
+    /// Statistics spilled block by block read back as appended, from several threads at once, and
+    /// leave no file behind; an op never appended reads as nil.
+    @Test func spilledStatisticsReadBackWhatWasAppended() async throws {
+        let shared = statistics(width: 8, rows: 5, seed: 7)
+        let blocks = [["s.0.query": shared, "s.0.key": shared, "s.0.down": statistics(width: 12, rows: 5, seed: 8)],
+                      ["s.1.query": statistics(width: 8, rows: 3, seed: 9)]]
+        let spilled = try SpilledCalibrationStatistics(nextTo: folder.file("compressed.safetensors"))
+        for block in blocks { try spilled.append(block) }
+        #expect(spilled.ops == ["s.0.query", "s.0.key", "s.0.down", "s.1.query"])
+        let expected = blocks.reduce(into: [:]) { $0.merge($1) { a, _ in a } }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (op, value) in expected {
+                group.addTask {
+                    let correlation = try spilled.correlation(of: op)
+                    #expect(correlation == value.correlation)
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try spilled.correlation(of: "s.1.down") == nil)
+        #expect(folder.contents.isEmpty)
+    }
+
     @Test func absoluteStatisticsArePerChannel() {
         var statistics = LayerInputStatistics(width: 2)
         let inputs: [Float] = [1, -4, -3, 2]

@@ -7,8 +7,9 @@ import ShrinkIO
 import ShrinkTestSupport
 
 /// One calibration run serves every calibrated recipe of a model: the second recipe hits the
-/// cache, and a recipe compressed from cached correlations writes the same bytes as one that ran
-/// the calibration text itself. Needs MiniLM.
+/// cache, and a recipe compressed from cached correlations (held in memory) writes the same bytes
+/// as one that ran the calibration text itself (streamed block by block through a spill file).
+/// Needs MiniLM.
 @Suite struct CalibrationCacheTests {
     static let recipes = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("recipes")
