@@ -40,7 +40,7 @@ extension ModelCompressor {
     /// floats. Encoded tensors, the output and the source's pages are not counted: they go to disk
     /// or are released as each tensor finishes. Measured peaks are compared with it in
     /// `Benchmarks/scale.sh`.
-    /// - Throws: what opening the model, resolving the plan and reading the calibration text throw.
+    /// - Throws: what opening the model and resolving the plan throw.
     public static func estimatePeakMemory(model: ModelLocation, recipe: Recipe, threads: Int,
                                           fromStatisticsFile: Bool = false) throws -> CompressionMemoryEstimate {
         let (store, _, plan) = try plan(model: model, recipe: recipe)
@@ -65,7 +65,8 @@ extension ModelCompressor {
         let tuning = recipe.tuning == nil ? 0 : 4 * store.descriptors.reduce(0) { $0 + $1.shape.reduce(1, *) }
         var calibration = 0
         if !fromStatisticsFile, let data = recipe.calibration, let hidden = widths.min(), let widest = widths.max() {
-            let lines = try Calibration.lines(data.path, limit: data.limit)
+            // Unreadable text counts as none: compress reports it, after what it checks first.
+            let lines = (try? Calibration.lines(data.path, limit: data.limit)) ?? []
             let tokens = lines.reduce(0) { $0 + $1.utf8.count } / 4, longest = min(2048, (lines.map(\.utf8.count).max() ?? 0) / 4)
             let embedding = plan.entries.filter { $0.role.opType == .embedding }.map { $0.tensor.shape.reduce(1, *) }.max() ?? 0
             calibration = baseResidentBytes + (blockCorrelations.values.max() ?? 0) + 4 * widest * widest
