@@ -21,23 +21,25 @@ extension ModelCompressor {
     /// Estimates the peak resident memory of compressing `model` with `recipe` on `threads` threads,
     /// the larger of two phases. Encoding:
     ///
-    ///     base + Σ_{the threads largest compressed tensors} (elements · w + source bytes + 24·n²) + tuning
+    ///     base + Σ_{the threads largest compressed tensors} (elements · w + source bytes + c·n²) + tuning
     ///
     /// with `base` 80 MB and `w` the working bytes per element of the tensor's config: 6 rounded to
     /// nearest (float copy, codes, packed codes), 7 for a palette (and its assignment), 12 for GPTQ;
-    /// 5 more with pruning, 4 more with a rotation; `24·n²` only for a calibrated tensor of `n`
-    /// inputs (its input correlation, read back one layer at a time, and GPTQ's two factorisations);
+    /// 5 more with pruning, 4 more with a rotation; `c·n²` only for a calibrated tensor of `n`
+    /// inputs: its input correlation (doubles, read back one layer at a time), which quantizing
+    /// GPTQ factors in place into a float result, `c = 12`, and palette GPTQ keeps for its refit
+    /// beside a working copy, `c = 20`;
     /// `tuning`, for recipes that tune end to end, the model as floats (4 bytes per element).
     /// Calibration (calibrated recipes without a statistics file), which runs the model block by
     /// block and spills each block's statistics:
     ///
-    ///     base + 8·Σ_{calibrated tensors of the largest block} n² + 4·max n² + 4·h·(tokens + 2·blocks·longest) + 4·embedding
+    ///     base + 8·Σ_{calibrated tensors of the largest block} n² + 4·max n² + 4·h·longest·(1 + 2·blocks) + e
     ///
     /// the block's correlations (a tensor each, an over-count where ops share an input) and one
-    /// float `XᵀX`; the hidden states of every calibration token and a key/value cache per block
-    /// (`h` the narrowest calibrated input, the model's width; tokens estimated as a quarter of the
-    /// text's UTF-8 bytes, `longest` from the longest line, at most 2,048); the token embedding as
-    /// floats. Encoded tensors, the output and the source's pages are not counted: they go to disk
+    /// float `XᵀX`; one text's hidden states (the others wait in a spill file) and a key/value
+    /// cache per block (`h` the narrowest calibrated input, the model's width; `longest` a quarter
+    /// of the longest line's UTF-8 bytes, at most 2,048 tokens); an F32 token embedding's float
+    /// copy (F16, BF16 and encoded tables are read row by row from the mapped file). Encoded tensors, the output and the source's pages are not counted: they go to disk
     /// or are released as each tensor finishes. Measured peaks are compared with it in
     /// `Benchmarks/scale.sh`.
     /// - Throws: what opening the model and resolving the plan throw.
@@ -54,12 +56,13 @@ extension ModelCompressor {
             var perElement = config.isCalibrated ? 12 : config.palettize != nil ? 7 : 6
             if config.prune != nil { perElement += 5 }
             if config.rotate != nil { perElement += 4 }
-            let correlation = config.isCalibrated ? 8 * inputs * inputs : 0
+            let squared = config.isCalibrated ? inputs * inputs : 0
             if config.isCalibrated {
-                blockCorrelations[entry.role.layer, default: 0] += correlation
+                blockCorrelations[entry.role.layer, default: 0] += 8 * squared
                 widths.append(inputs)
             }
-            working.append((entry.tensor.name, elements * perElement + 3 * correlation + (store.storage(of: entry.tensor.name)?.bytes ?? 0)))
+            let factoring = (config.palettize != nil ? 20 : 12) * squared
+            working.append((entry.tensor.name, elements * perElement + factoring + (store.storage(of: entry.tensor.name)?.bytes ?? 0)))
         }
         let largest = working.sorted { ($0.bytes, $1.name) > ($1.bytes, $0.name) }.prefix(max(threads, 1))
         let tuning = recipe.tuning == nil ? 0 : 4 * store.descriptors.reduce(0) { $0 + $1.shape.reduce(1, *) }
@@ -67,10 +70,10 @@ extension ModelCompressor {
         if !fromStatisticsFile, let data = recipe.calibration, let hidden = widths.min(), let widest = widths.max() {
             // Unreadable text counts as none: compress reports it, after what it checks first.
             let lines = (try? Calibration.lines(data.path, limit: data.limit)) ?? []
-            let tokens = lines.reduce(0) { $0 + $1.utf8.count } / 4, longest = min(2048, (lines.map(\.utf8.count).max() ?? 0) / 4)
-            let embedding = plan.entries.filter { $0.role.opType == .embedding }.map { $0.tensor.shape.reduce(1, *) }.max() ?? 0
+            let longest = min(2048, (lines.map(\.utf8.count).max() ?? 0) / 4)
+            let embedding = plan.entries.filter { $0.role.opType == .embedding && $0.tensor.dtype == .f32 }.map { $0.tensor.shape.reduce(1, *) }.max() ?? 0
             calibration = baseResidentBytes + (blockCorrelations.values.max() ?? 0) + 4 * widest * widest
-                + 4 * hidden * (tokens + 2 * blockCorrelations.count * longest) + 4 * embedding
+                + 4 * hidden * longest * (1 + 2 * blockCorrelations.count) + 4 * embedding
         }
         let encoding = baseResidentBytes + largest.reduce(0) { $0 + $1.bytes } + tuning
         return CompressionMemoryEstimate(bytes: max(encoding, calibration), largestTensors: largest.map(\.name), calibrationBytes: calibration)

@@ -23,8 +23,9 @@ public struct CalibrationRecordSummary: Sendable {
 public enum ModelCalibration {
     /// Runs the first `limit` non-blank lines of `data` through the uncompressed model at `model`,
     /// block by block, and writes the statistics of every observed linear op to `output`
-    /// atomically; each block's statistics go to the file's spill as the block finishes, so memory
-    /// holds one block's statistics and the texts' hidden states, not the whole model's statistics.
+    /// atomically; each block's statistics go to the file's spill as the block finishes, and a
+    /// decoder's hidden states between blocks to a spill file next to `output`, so memory holds one
+    /// block's statistics, not the whole model's statistics nor every text's hidden states.
     /// - Throws: `ModelError` for unreadable data or a model that cannot run; `ShrinkIOError` when
     ///   no op saw input or the file cannot be written (nothing is left at `output`).
     public static func record(model: ModelLocation, data: String, limit: Int, output: String,
@@ -35,7 +36,7 @@ public enum ModelCalibration {
         let writer = try CalibrationStatisticsWriter(path: output)
         var rows: [Int] = []
         try Calibration.streamInputStatistics(files: files, architecture: architecture, dataPath: data, limit: limit,
-                                              layers: Set(architecture.observationPoints), threads: threads) { block in
+                                              layers: Set(architecture.observationPoints), threads: threads, spillNextTo: output) { block in
             rows += block.values.map(\.rows)
             try writer.append(block)
         }

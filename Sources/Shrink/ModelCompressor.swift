@@ -120,7 +120,7 @@ public enum ModelCompressor {
                     config.palettize?.method = .roundToNearest
                     rule += " (no calibration input reaches this layer: rounded to nearest)"
                 }
-                let encoded = try WeightCompressor.encode(name: name, tensor: tensor, config: config, correlation: correlation)
+                let encoded = try WeightCompressor.encode(name: name, tensor: tensor, config: config, correlation: consume correlation)
                 let snr = WeightError.snr(original: tensor, encoded: encoded)
                 let report = TensorCompressionReport(
                     name: name, encoding: encoded.encoding.summary, rule: rule, elements: encoded.elementCount,
@@ -259,7 +259,8 @@ public enum ModelCompressor {
     /// statistics file when it has one (recorded on that model), else recorded from the recipe's
     /// calibration data run through the uncompressed model: with `spillNextTo` and no cache, block
     /// by block into a spill file in that path's folder and read back layer by layer (memory holds
-    /// one block's statistics, then one layer's per reader), otherwise all at once in memory.
+    /// one block's statistics, then one layer's per reader; a decoder's hidden states between
+    /// blocks go to a spill file there too), otherwise all at once in memory.
     static func calibrate(model: ModelLocation, modelDigest: String, recipe: Recipe, weights: [String], threads: Int,
                           cache: CalibrationCache?, spillNextTo: String? = nil) throws -> @Sendable (String) throws -> InputCorrelation? {
         guard !weights.isEmpty else { return { _ in nil } }
@@ -277,7 +278,7 @@ public enum ModelCompressor {
         if cache == nil, let spillNextTo {
             let stored = try SpilledCalibrationStatistics(nextTo: spillNextTo)
             try Calibration.streamInputStatistics(files: files, architecture: architecture, dataPath: calibration.path, limit: calibration.limit,
-                                                  layers: layers, threads: threads) { try stored.append($0) }
+                                                  layers: layers, threads: threads, spillNextTo: spillNextTo) { try stored.append($0) }
             return { try stored.correlation(of: $0) }
         }
         func record(_ layers: Set<String>) throws -> [String: InputCorrelation] {

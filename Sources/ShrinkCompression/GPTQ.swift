@@ -15,8 +15,11 @@ import ShrinkCore
 /// Inputs that were always zero (`H_ii = 0`) do not couple to the others.
 enum GPTQ {
     /// Quantizes `values` (`[out, in]`) with affine codes of `config`.
-    static func quantize(_ values: [Float], shape: [Int], correlation: InputCorrelation, config: QuantizationConfig, damping: Double,
+    /// The correlation's matrix becomes the factor's workspace: pass it with `consume`.
+    static func quantize(_ values: [Float], shape: [Int], correlation: consuming InputCorrelation, config: QuantizationConfig, damping: Double,
                          actOrder: Bool, threads: Int, tensor: String) throws(CompressionError) -> (layout: AffineEncoding, parts: [String: DenseTensor]) {
+        let factor = try sweepFactor(shape: shape, count: values.count, correlation: consume correlation, width: 1, damping: damping, actOrder: actOrder,
+                                     tensor: tensor)
         let columns = shape[1]
         let blockSize: Int
         switch config.granularity {
@@ -39,8 +42,7 @@ enum GPTQ {
                                                 codes: codeBuffer.baseAddress!, parameters: parameterBuffer.baseAddress!,
                                                 rowScales: config.scaleDType == .u8 ? rowScaleBuffer.baseAddress! : nil,
                                                 qMin: LinearQuantizer.codeRange(config).qMin, qMax: LinearQuantizer.codeRange(config).qMax)
-                    try solve(values, shape: shape, correlation: correlation, damping: damping, actOrder: actOrder, threads: threads,
-                              tensor: tensor, rounder: rounder)
+                    try solve(values, shape: shape, factor: factor, threads: threads, rounder: rounder)
                 }
             }
         }
@@ -64,6 +66,9 @@ enum GPTQ {
         guard width == 1 || layout.channelAxis == 0 else {
             throw .invalidWeight(tensor: tensor, reason: "GPTQ assigns vector palettes only along rows (channel axis 0)")
         }
+        // One factor for both assignments: the correlation stays for the refit.
+        let factor = try sweepFactor(shape: shape, count: values.count, correlation: correlation, width: width, damping: damping, actOrder: actOrder,
+                                     tensor: tensor)
         var luts = EncodedTensor.paletteLUTs(parts)
         let channelScales = parts["channel_scales"]?.floats()
         var indices = [UInt8](repeating: 0, count: values.count / width)
@@ -72,13 +77,11 @@ enum GPTQ {
                 if width == 1 {
                     let rounder = PaletteRounder(luts: luts, entries: entries, granularity: layout.granularity, shape: shape,
                                                  channelScales: channelScales, channelAxis: layout.channelAxis, indices: indexBuffer.baseAddress!)
-                    try solve(values, shape: shape, correlation: correlation, damping: damping, actOrder: actOrder, threads: threads,
-                              tensor: tensor, rounder: rounder)
+                    try solve(values, shape: shape, factor: factor, threads: threads, rounder: rounder)
                 } else {
                     let rounder = VectorPaletteRounder(luts: luts, entries: entries, width: width, granularity: layout.granularity, shape: shape,
                                                        rowScales: channelScales, indices: indexBuffer.baseAddress!)
-                    try solve(values, shape: shape, correlation: correlation, damping: damping, actOrder: actOrder, threads: threads,
-                              tensor: tensor, rounder: rounder)
+                    try solve(values, shape: shape, factor: factor, threads: threads, rounder: rounder)
                 }
             }
         }
@@ -199,6 +202,49 @@ enum GPTQ {
         return refitted
     }
 
+    /// What the sweep needs of the calibration correlation: the order it takes blocks of `width`
+    /// input columns in, and the factor `U` (see `inverseFactor`) with the columns in that order.
+    struct SweepFactor: Sendable {
+        let width: Int
+        /// Blocks of `width` columns, in the order the sweep rounds them.
+        let blockOrder: [Int]
+        /// `blockOrder` expanded to columns: sweep position `p` is input column `order[p]`.
+        let order: [Int]
+        /// `inverseFactor` of the correlation in `order`, `n × n` row-major.
+        let upper: [Float]
+        /// `blockInverses(upper)`.
+        let blockInverses: [Float]
+    }
+
+    /// The sweep's factor for a `shape` weight (`count` values) from the layer's `correlation`: blocks
+    /// of `width` columns in order, or by decreasing input energy (`Σ H_ii` over the block, ties to
+    /// the lower block) with `actOrder`. The correlation's matrix is the workspace, so a caller that
+    /// passes it with `consume` holds `12n²` bytes at most (the doubles and the float result) where
+    /// a copy would add `8n²`.
+    /// - Throws: `CompressionError.invalidWeight` when the weight is not 2-D, its inputs are not a
+    ///   whole number of `width`-wide vectors or not the correlation's size, or `inverseFactor` fails.
+    static func sweepFactor(shape: [Int], count: Int, correlation: consuming InputCorrelation, width: Int, damping: Double, actOrder: Bool,
+                            tensor: String) throws(CompressionError) -> SweepFactor {
+        guard shape.count == 2 && count == shape[0] * shape[1] else {
+            throw .invalidWeight(tensor: tensor, reason: "GPTQ needs a 2-D weight, not \(Shape.describe(shape))")
+        }
+        let columns = shape[1]
+        guard columns % width == 0 else {
+            throw .invalidWeight(tensor: tensor, reason: "\(columns) inputs are not a whole number of \(width)-wide vectors")
+        }
+        guard correlation.size == columns else {
+            throw .invalidWeight(tensor: tensor, reason: "the calibration correlation is \(correlation.size) wide, the weight has \(columns) inputs")
+        }
+        let energies = correlation.matrix.withUnsafeBufferPointer { h in
+            (0..<(columns / width)).map { block in (0..<width).reduce(0.0) { $0 + h[(block * width + $1) * (columns + 1)] } }
+        }
+        let blockOrder = actOrder ? energies.indices.sorted { (energies[$0], $1) > (energies[$1], $0) } : Array(energies.indices)
+        let order = blockOrder.flatMap { ($0 * width)..<(($0 + 1) * width) }
+        let upper = try inverseFactor(consume correlation, order: order, damping: damping, tensor: tensor)
+        return SweepFactor(width: width, blockOrder: blockOrder, order: order, upper: upper,
+                           blockInverses: blockInverses(upper, columns: columns, width: width))
+    }
+
     /// The GPTQ sweep: every row independently, blocks of `rounder.width` consecutive input columns
     /// in order (of decreasing input energy with `actOrder`), each block rounded by `rounder` and its
     /// error spread over the columns still to come. For a block `B` rounded with error
@@ -211,25 +257,11 @@ enum GPTQ {
     /// inside a span the updates are applied as each block is rounded, and the span's errors reach
     /// the later columns in one `sgemm` (`rowBatch × span` times `U_span,R`) instead of a `saxpy`
     /// over all of `R` per block and row. The same sums in another order.
-    static func solve<Rounder: ColumnRounder>(_ values: [Float], shape: [Int], correlation: InputCorrelation, damping: Double, actOrder: Bool,
-                                              threads: Int, tensor: String, rounder: Rounder) throws(CompressionError) {
-        guard shape.count == 2 && values.count == shape[0] * shape[1] else {
-            throw .invalidWeight(tensor: tensor, reason: "GPTQ needs a 2-D weight, not \(Shape.describe(shape))")
-        }
+    static func solve<Rounder: ColumnRounder>(_ values: [Float], shape: [Int], factor: SweepFactor, threads: Int,
+                                              rounder: Rounder) throws(CompressionError) {
         let (rows, columns) = (shape[0], shape[1])
-        let width = rounder.width
-        guard columns % width == 0 else {
-            throw .invalidWeight(tensor: tensor, reason: "\(columns) inputs are not a whole number of \(width)-wide vectors")
-        }
-        guard correlation.size == columns else {
-            throw .invalidWeight(tensor: tensor, reason: "the calibration correlation is \(correlation.size) wide, the weight has \(columns) inputs")
-        }
-        let blocks = columns / width
-        func energy(_ block: Int) -> Double { (0..<width).reduce(0.0) { $0 + correlation.matrix[(block * width + $1) * (columns + 1)] } }
-        let blockOrder = actOrder ? (0..<blocks).sorted { (energy($0), $1) > (energy($1), $0) } : Array(0..<blocks)
-        let order = blockOrder.flatMap { ($0 * width)..<(($0 + 1) * width) }
-        let factor = try inverseFactor(actOrder ? correlation.permuted(order) : correlation, damping: damping, tensor: tensor)
-        let metrics = blockInverses(factor, columns: columns, width: width)
+        let width = factor.width, blockOrder = factor.blockOrder, order = factor.order
+        let (factor, metrics) = (factor.upper, factor.blockInverses)
         let span = lazySpan(columns: columns, width: width, lookahead: rounder.lookahead)
         let failure = FirstFailure()
         Parallel.forEachRange((rows + rowBatch - 1) / rowBatch, threads: threads) { batches in
@@ -326,34 +358,71 @@ enum GPTQ {
         return inverses
     }
 
-    /// `U`, the upper Cholesky factor of `(H + λI)⁻¹`, row-major `n × n` (zeros below the diagonal).
+    /// `U`, the upper Cholesky factor of `(H + λI)⁻¹` with `H`'s inputs taken in `order` (new
+    /// input `i` is old input `order[i]`; nil: as stored), row-major `n × n` (zeros below the diagonal).
     ///
     /// With `J` the reversal permutation, the Cholesky factor `L` of `J·H·J` gives `H = V·Vᵀ` for
     /// the upper triangular `V = J·L·J`, so `H⁻¹ = V⁻ᵀ·V⁻¹` and `U = V⁻¹ = J·L⁻¹·J`: one Cholesky
-    /// factorisation and one triangular inverse, about `n³/2` multiply-adds in doubles.
-    static func inverseFactor(_ correlation: InputCorrelation, damping: Double, tensor: String) throws(CompressionError) -> [Float] {
+    /// factorisation and one triangular inverse, about `n³/2` multiply-adds in doubles. Every step
+    /// works in the correlation's matrix (the permutation by cycles, a row at a time), so its
+    /// `8n²` bytes and the result's `4n²` are all it holds; passed with `consume` the matrix is not copied.
+    static func inverseFactor(_ correlation: consuming InputCorrelation, order: [Int]? = nil, damping: Double,
+                              tensor: String) throws(CompressionError) -> [Float] {
         let n = correlation.size
-        let matrix = correlation.matrix
-        let meanDiagonal = (0..<n).reduce(0.0) { $0 + matrix[$1 * n + $1] } / Double(n)
+        let order = order ?? Array(0..<n)
+        var matrix = correlation.takeMatrix()
+        let meanDiagonal = order.reduce(0.0) { $0 + matrix[$1 * n + $1] } / Double(n)
         guard meanDiagonal.isFinite else { throw .invalidWeight(tensor: tensor, reason: "the calibration inputs are not finite") }
+        // J·P·H·Pᵀ·J: new input i is old input order[n − 1 − i].
+        let source = (0..<n).map { order[n - 1 - $0] }
+        matrix.withUnsafeMutableBufferPointer { permuteSymmetrically($0.baseAddress!, n, source) }
         // Inputs that were always zero are decoupled: their rows and columns become the identity's.
         let dead = (0..<n).map { matrix[$0 * n + $0] <= 0 }
-        var reversed = [Double](repeating: 0, count: n * n)
-        for i in 0..<n {
-            let (source, target) = (n - 1 - i, i * n)
-            for j in 0..<n {
-                let column = n - 1 - j
-                reversed[target + j] = dead[source] || dead[column] ? 0 : matrix[source * n + column]
-            }
-            reversed[target + i] = (dead[source] ? 1 : reversed[target + i]) + damping * (meanDiagonal > 0 ? meanDiagonal : 1)
+        if dead.contains(true) {
+            for i in 0..<n { for j in 0..<n where dead[i] || dead[j] { matrix[i * n + j] = 0 } }
         }
-        guard choleskyInPlace(&reversed, n) else {
+        for i in 0..<n { matrix[i * n + i] = (dead[i] ? 1 : matrix[i * n + i]) + damping * (meanDiagonal > 0 ? meanDiagonal : 1) }
+        guard choleskyInPlace(&matrix, n) else {
             throw .invalidWeight(tensor: tensor, reason: "the damped input correlation is not positive definite; raise \"damping\"")
         }
-        let inverse = lowerTriangularInverse(reversed, n)
-        var upper = [Float](repeating: 0, count: n * n)
-        for i in 0..<n { for j in i..<n { upper[i * n + j] = Float(inverse[(n - 1 - i) * n + (n - 1 - j)]) } }
-        return upper
+        invertLowerTriangleInPlace(&matrix, n)
+        return [Float](unsafeUninitializedCapacity: n * n) { upper, initialized in
+            matrix.withUnsafeBufferPointer { inverse in
+                for i in 0..<n {
+                    for j in 0..<i { upper[i * n + j] = 0 }
+                    for j in i..<n { upper[i * n + j] = Float(inverse[(n - 1 - i) * n + (n - 1 - j)]) }
+                }
+            }
+            initialized = n * n
+        }
+    }
+
+    /// `m` (`n × n`, row-major) replaced by `m[source[i]][source[j]]` at `(i, j)`, `source` a
+    /// permutation: rows moved along the permutation's cycles with one row of scratch, then each
+    /// row's entries through that scratch row; `O(n²)` moves.
+    static func permuteSymmetrically(_ m: UnsafeMutablePointer<Double>, _ n: Int, _ source: [Int]) {
+        let scratch = UnsafeMutablePointer<Double>.allocate(capacity: n)
+        defer { scratch.deallocate() }
+        var placed = [Bool](repeating: false, count: n)
+        for start in 0..<n where !placed[start] {
+            scratch.update(from: m + start * n, count: n)
+            var row = start
+            while true {
+                placed[row] = true
+                let from = source[row]
+                if from == start {
+                    (m + row * n).update(from: scratch, count: n)
+                    break
+                }
+                (m + row * n).update(from: m + from * n, count: n)
+                row = from
+            }
+        }
+        for row in 0..<n {
+            let entries = m + row * n
+            scratch.update(from: entries, count: n)
+            for j in 0..<n { entries[j] = scratch[source[j]] }
+        }
     }
 
     /// Replaces the lower triangle of the symmetric `a` (`n × n`, row-major) with `L`, `a = L·Lᵀ`;
@@ -400,24 +469,27 @@ enum GPTQ {
         return true
     }
 
-    /// `L⁻¹` (lower triangular, row-major, zeros above the diagonal) from the lower triangle of
-    /// `factor`: `L · X = I` solved by BLAS `dtrsm` in column blocks of 64. Column block `j` of `X`
-    /// is zero above row `j` and solves `L[j…, j…] · X[j…, j] = I[j…, j]`, so the solves cost
-    /// about `n³/6` multiply-adds, a third of one `dtrsm` over the whole identity.
-    static func lowerTriangularInverse(_ factor: [Double], _ n: Int) -> [Double] {
+    /// Replaces the lower triangle of `a` (`n × n`, row-major) holding `L` with `L⁻¹`; the entries
+    /// above the diagonal are left undefined. `L · X = I` is solved by BLAS `dtrsm` in column blocks
+    /// of 64: column block `j` of `X` is zero above row `j` and solves `L[j…, j…] · X[j…, j] =
+    /// I[j…, j]` in a scratch panel (`(n − j) × 64`), which then overwrites `L`'s column block `j`,
+    /// no longer read by the blocks after it. About `n³/6` multiply-adds.
+    static func invertLowerTriangleInPlace(_ a: inout [Double], _ n: Int) {
         let block = 64
-        var inverse = [Double](repeating: 0, count: n * n)
-        for i in 0..<n { inverse[i * n + i] = 1 }
-        inverse.withUnsafeMutableBufferPointer { x in
-            factor.withUnsafeBufferPointer { l in
+        var panel = [Double](repeating: 0, count: n * block)
+        a.withUnsafeMutableBufferPointer { l in
+            panel.withUnsafeMutableBufferPointer { x in
                 for start in stride(from: 0, to: n, by: block) {
-                    let offset = start * n + start
-                    cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, Int32(n - start), Int32(min(block, n - start)), 1,
-                                l.baseAddress! + offset, Int32(n), x.baseAddress! + offset, Int32(n))
+                    let width = min(block, n - start), height = n - start
+                    for row in 0..<height { for column in 0..<width { x[row * block + column] = row == column ? 1 : 0 } }
+                    cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, Int32(height), Int32(width), 1,
+                                l.baseAddress! + start * n + start, Int32(n), x.baseAddress!, Int32(block))
+                    for row in 0..<height {
+                        (l.baseAddress! + (start + row) * n + start).update(from: x.baseAddress! + row * block, count: width)
+                    }
                 }
             }
         }
-        return inverse
     }
 }
 

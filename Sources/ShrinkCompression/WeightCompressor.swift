@@ -10,12 +10,13 @@ public enum WeightCompressor {
     ///   - importance: optional non-negative weight per element for the squared error the passes
     ///     minimise (calibrated passes supply it); `nil` weighs all elements alike.
     ///   - correlation: the input correlation of the layer on calibration data, which calibrated
-    ///     methods (`"method": "gptq"`) need.
+    ///     methods (`"method": "gptq"`) need. Quantizing GPTQ works in its matrix: give it up
+    ///     (`consume`) and the `8n²` bytes of an `n`-input layer are not copied.
     ///   - threads: threads used inside the pass (grouped LUTs and GPTQ rows run in parallel).
     /// - Throws: `CompressionError.nonFiniteWeight` for NaN or infinity, `.invalidWeight` for an
     ///   empty tensor, a config that does not fit its shape, or values a mode cannot represent.
     public static func encode(name: String, tensor: DenseTensor, config: OpCompressionConfig,
-                              importance: [Float]? = nil, correlation: InputCorrelation? = nil,
+                              importance: [Float]? = nil, correlation: consuming InputCorrelation? = nil,
                               threads: Int = 1) throws(CompressionError) -> EncodedTensor {
         guard tensor.dtype.isFloatingPoint else {
             throw .invalidWeight(tensor: name, reason: "dtype \(tensor.dtype.rawValue) is not a float type")
@@ -35,7 +36,7 @@ public enum WeightCompressor {
         }
         if let rotate = config.rotate {
             return try encodeRotated(name: name, values: values, tensor: tensor, config: config, rotate: rotate, importance: importance,
-                                     correlation: correlation, threads: threads)
+                                     correlation: consume correlation, threads: threads)
         }
         let shape = tensor.shape
         var positions: [Int]?
@@ -56,7 +57,7 @@ public enum WeightCompressor {
             base = .dense(.f32)
             parts["values"] = try DenseTensor.part(of: name) { () throws(ShrinkCoreError) in try DenseTensor(converting: [], shape: [0]) }
         } else if let quantize = config.quantize, case .gptq(let damping, let actOrder) = quantize.method {
-            let encoded = try GPTQ.quantize(kept, shape: shape, correlation: try required(correlation, name, inputs: shape[shape.count - 1]), config: quantize,
+            let encoded = try GPTQ.quantize(kept, shape: shape, correlation: try required(consume correlation, name, inputs: shape[shape.count - 1]), config: quantize,
                                             damping: damping, actOrder: actOrder, threads: threads, tensor: name)
             base = .affine(encoded.layout)
             parts.merge(encoded.parts) { $1 }
@@ -106,7 +107,7 @@ public enum WeightCompressor {
     /// `W' = W · Rᵀ` (each row rotated) encoded by the rest of `config` against the rotated
     /// correlation, wrapped as `.rotated` with `R`'s signs.
     static func encodeRotated(name: String, values: [Float], tensor: DenseTensor, config: OpCompressionConfig, rotate: RotationConfig,
-                              importance: [Float]?, correlation: InputCorrelation?, threads: Int) throws(CompressionError) -> EncodedTensor {
+                              importance: [Float]?, correlation: consuming InputCorrelation?, threads: Int) throws(CompressionError) -> EncodedTensor {
         guard importance == nil else {
             throw .invalidWeight(tensor: name, reason: "per-element importance does not carry over to rotated weights; drop \"rotate\" or the importance")
         }
@@ -132,7 +133,7 @@ public enum WeightCompressor {
 }
 
 /// `correlation`, or the error saying that a calibrated method needs it or that it does not fit.
-private func required(_ correlation: InputCorrelation?, _ name: String, inputs: Int) throws(CompressionError) -> InputCorrelation {
+private func required(_ correlation: consuming InputCorrelation?, _ name: String, inputs: Int) throws(CompressionError) -> InputCorrelation {
     guard let correlation else {
         throw .invalidWeight(tensor: name, reason: "\"method\": \"gptq\" needs calibration data (recipe key \"calibration\")")
     }

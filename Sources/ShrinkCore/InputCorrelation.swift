@@ -71,21 +71,7 @@ public struct InputCorrelation: Sendable, Equatable {
         return result
     }
 
-    /// The correlation of the inputs reordered so that new input `i` is old input `order[i]`.
-    public func permuted(_ order: [Int]) -> InputCorrelation {
-        precondition(order.count == size)
-        let size = size
-        let permuted = [Double](unsafeUninitializedCapacity: size * size) { target, initialized in
-            matrix.withUnsafeBufferPointer { source in
-                order.withUnsafeBufferPointer { order in
-                    for i in 0..<size {
-                        let row = source.baseAddress! + order[i] * size, out = target.baseAddress! + i * size
-                        for j in 0..<size { out[j] = row[order[j]] }
-                    }
-                }
-            }
-            initialized = size * size
-        }
-        return InputCorrelation(size: size, matrix: permuted, rows: rows)
-    }
+    /// The matrix, moved out: a caller that gave up the correlation (`consume`) and holds no other
+    /// copy gets the only reference, so it can work in the matrix without copying its `8·size²` bytes.
+    public consuming func takeMatrix() -> [Double] { matrix }
 }

@@ -51,11 +51,25 @@ public final class SpillFile: @unchecked Sendable {
     /// - Throws: `ShrinkIOError.writeFailed` when the file system refuses (the disk is full).
     @discardableResult
     public func append(_ bytes: UnsafeRawBufferPointer, alignment: Int = 1) throws(ShrinkIOError) -> Int {
-        let offset = lock.withLock {
+        let offset = reserve(bytes.count, alignment: alignment)
+        try write(bytes, at: offset)
+        return offset
+    }
+
+    /// Reserves `count` bytes after everything appended or reserved before, at the next multiple
+    /// of `alignment`, and returns their offset; they read back only once written (`write(_:at:)`).
+    /// Safe to call from several threads.
+    public func reserve(_ count: Int, alignment: Int = 1) -> Int {
+        lock.withLock {
             let start = (reserved + alignment - 1) / alignment * alignment
-            reserved = start + bytes.count
+            reserved = start + count
             return start
         }
+    }
+
+    /// Writes `bytes` at `offset`, over what lies there (bytes an append reserved, to be rewritten).
+    /// - Throws: `ShrinkIOError.writeFailed` when the file system refuses (the disk is full).
+    public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int) throws(ShrinkIOError) {
         var written = 0
         while written < bytes.count {
             let result = pwrite(descriptor, bytes.baseAddress! + written, bytes.count - written, off_t(offset + written))
@@ -65,7 +79,6 @@ public final class SpillFile: @unchecked Sendable {
             }
             written += result
         }
-        return offset
     }
 
     /// `count` bytes from `offset`.

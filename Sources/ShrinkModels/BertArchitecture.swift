@@ -118,8 +118,9 @@ public final class SentenceEncoder: SentenceEmbeddingRuntime, @unchecked Sendabl
         try encoder.embed(sequences, into: output)
     }
 
-    /// Runs the texts in batches of 32 through the encoder layer by layer (`BertEncoder.runLayerByLayer`).
-    public func run(calibrationTexts texts: [String], blockFinished: (Int) throws -> Void) throws {
+    /// Runs the texts in batches of 32 through the encoder layer by layer (`BertEncoder.runLayerByLayer`),
+    /// their hidden states in memory.
+    public func run(calibrationTexts texts: [String], spillNextTo: String?, blockFinished: (Int) throws -> Void) throws {
         let ids = texts.map(tokenize)
         try encoder.runLayerByLayer(stride(from: 0, to: ids.count, by: 32).map { Array(ids[$0..<min($0 + 32, ids.count)]) },
                                     layerFinished: blockFinished)

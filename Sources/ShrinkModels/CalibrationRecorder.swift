@@ -89,15 +89,16 @@ public enum Calibration {
         return statistics
     }
 
-    /// The same statistics block by block (`ModelRuntime.run(calibrationTexts:blockFinished:)`):
+    /// The same statistics block by block (`ModelRuntime.run(calibrationTexts:spillNextTo:blockFinished:)`):
     /// `blockFinished` gets, after each block, the statistics of its ops that input reached, and
-    /// nothing of them is kept after it returns.
+    /// nothing of them is kept after it returns. With `spillNextTo` a decoder keeps the texts'
+    /// hidden states in a spill file in that path's folder.
     public static func streamInputStatistics(files: ModelFiles, architecture: any ModelArchitecture, dataPath: String, limit: Int,
-                                             layers: Set<String>, threads: Int,
+                                             layers: Set<String>, threads: Int, spillNextTo: String? = nil,
                                              blockFinished: ([String: LayerInputStatistics]) throws -> Void) throws {
         let recorder = InputStatisticsRecorder(layers: layers)
         let runtime = try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: threads, activations: .float32, observer: recorder))
-        try runtime.run(calibrationTexts: try lines(dataPath, limit: limit)) { _ in
+        try runtime.run(calibrationTexts: try lines(dataPath, limit: limit), spillNextTo: spillNextTo) { _ in
             let block = recorder.drain()
             if !block.isEmpty { try blockFinished(block) }
         }

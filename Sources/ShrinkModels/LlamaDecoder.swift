@@ -258,38 +258,45 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
     /// Runs each text from an empty cache, layer by layer: every text's embeddings, then all texts
     /// through layer 0 (each in the batches `evaluate` would use, its cache filled as it goes), then
     /// all through layer 1, and so on; texts longer than the context (at most 2,048 tokens) are cut
-    /// to it. Keeps every text's hidden states between layers (tokens × hiddenSize floats) and a
-    /// cache as long as the longest text; a layer's mapped weight pages are released once all texts
-    /// went through it, so a model larger than memory streams through.
-    public func run(calibrationTexts texts: [String], blockFinished: (Int) throws -> Void) throws {
+    /// to it. Keeps every text's hidden states between layers (tokens × hiddenSize floats; in a
+    /// spill file next to `spillNextTo` when given, else in memory) and a cache as long as the
+    /// longest text; a layer's mapped weight pages are released once all texts went through it, so
+    /// a model larger than memory streams through.
+    public func run(calibrationTexts texts: [String], spillNextTo: String?, blockFinished: (Int) throws -> Void) throws {
         guard let tokenizer else {
             throw ModelError.notRunnable(architecture: architecture, reason: "calibration needs a tokenizer (a GGUF file's, or tokenizer.json next to config.json)")
         }
         let hidden = config.hiddenSize
         let sequences = texts.map { Array(tokenizer.encode($0, addBOS: tokenizer.addsBOS).prefix(min(config.contextLength, 2048))) }.filter { !$0.isEmpty }
         for sequence in sequences { try checkVocabulary(sequence) }
-        let state = makeState(capacity: sequences.map(\.count).max() ?? 1)
-        var states: [[Float]] = sequences.map { [Float](repeating: 0, count: $0.count * hidden) }
+        let longest = sequences.map(\.count).max() ?? 1
+        let state = makeState(capacity: longest)
+        let states = try CalibrationHiddenStates(counts: sequences.map(\.count), width: hidden, spillNextTo: spillNextTo)
+        // One text's hidden states, loaded before each layer and stored after it.
+        var text = [Float](repeating: 0, count: longest * hidden)
         for (index, tokens) in sequences.enumerated() {
             for first in stride(from: 0, to: tokens.count, by: state.batch) {
                 let count = min(state.batch, tokens.count - first)
                 embed(Array(tokens[first..<(first + count)]), state: state)
-                states[index].withUnsafeMutableBufferPointer { ($0.baseAddress! + first * hidden).update(from: state.x, count: count * hidden) }
+                text.withUnsafeMutableBufferPointer { ($0.baseAddress! + first * hidden).update(from: state.x, count: count * hidden) }
             }
+            try text.withUnsafeBufferPointer { (text) throws(ShrinkIOError) in try states.store(index, from: text.baseAddress!) }
         }
         for layer in layers.indices {
             for index in sequences.indices {
+                try text.withUnsafeMutableBufferPointer { (text) throws(ShrinkIOError) in try states.load(index, into: text.baseAddress!) }
                 state.reset()
                 for first in stride(from: 0, to: sequences[index].count, by: state.batch) {
                     let count = min(state.batch, sequences[index].count - first)
-                    states[index].withUnsafeBufferPointer { source in
+                    text.withUnsafeBufferPointer { source in
                         state.x.withUnsafeMutableBufferPointer { $0.baseAddress!.update(from: source.baseAddress! + first * hidden, count: count * hidden) }
                     }
                     setAngles(rows: count, state: state)
                     run(layer: layer, rows: count, state: state)
-                    states[index].withUnsafeMutableBufferPointer { ($0.baseAddress! + first * hidden).update(from: state.x, count: count * hidden) }
+                    text.withUnsafeMutableBufferPointer { ($0.baseAddress! + first * hidden).update(from: state.x, count: count * hidden) }
                     state.position += count
                 }
+                try text.withUnsafeBufferPointer { (text) throws(ShrinkIOError) in try states.store(index, from: text.baseAddress!) }
             }
             for index in table.linearOpIndices { store.tensor(named: table.op(layer, index) + ".weight")?.releasePages() }
             try blockFinished(layer)

@@ -120,9 +120,10 @@ public protocol ModelRuntime: AnyObject, Sendable {
     /// all texts through block 0 (and the embeddings before it), then all through block 1, and so
     /// on, calling `blockFinished(b)` once no later work reaches an op of block `b`. Every op sees
     /// the inputs a text-by-text run would give it, bit for bit; between blocks the texts' hidden
-    /// states are kept (tokens × hidden floats). Texts that the tokenizer makes longer than the
-    /// model takes are cut to its longest input.
-    func run(calibrationTexts texts: [String], blockFinished: (Int) throws -> Void) throws
+    /// states are kept (tokens × hidden floats), by decoders in a spill file next to `spillNextTo`
+    /// when given (encoders, run in batches of 32 texts, keep theirs in memory). Texts that the
+    /// tokenizer makes longer than the model takes are cut to its longest input.
+    func run(calibrationTexts texts: [String], spillNextTo: String?, blockFinished: (Int) throws -> Void) throws
 }
 
 /// An architecture: one adapter that reads its configuration, names every tensor it expects with

@@ -155,6 +155,15 @@ public final class WeightSource: @unchecked Sendable {
         guard tensor.shape == [out, inputs] else {
             throw .invalidWeight(tensor: name, reason: "is \(tensor.dtype.rawValue) \(Shape.describe(tensor.shape)), expected \(Shape.describe([out, inputs]))")
         }
+        return PackedLinear(weight: try halfPrecisionWeight(name, tensor), bias: bias, threads: threads, variant: kernels)
+    }
+
+    /// The F16/BF16 `tensor` as a `.dense` encoded tensor viewing its stored bytes, once every
+    /// element was checked finite. The check reads every page; they are released after it and
+    /// come back when used, so a model larger than memory can load (calibration then releases each
+    /// layer's pages after running it).
+    /// - Throws: `ModelError.invalidWeight` naming the first infinite or NaN element.
+    func halfPrecisionWeight(_ name: String, _ tensor: DenseTensor) throws(ModelError) -> EncodedTensor {
         // All-ones exponent: Inf or NaN.
         let exponent: UInt16 = tensor.dtype == .f16 ? 0x7C00 : 0x7F80
         let bits = (0..<(tensor.bytes.count / 2)).lazy.map { tensor.bytes.loadUnaligned(fromByteOffset: 2 * $0, as: UInt16.self) }
@@ -162,19 +171,16 @@ public final class WeightSource: @unchecked Sendable {
             let value = tensor.dtype == .f16 ? FloatingPointConversion.float(fromHalfBits: bits[bad]) : FloatingPointConversion.float(fromBFloat16Bits: bits[bad])
             throw .invalidWeight(tensor: name, reason: "element \(bad) is \(value)")
         }
-        // The scan read every page; they come back when the kernels use them, so a model larger than
-        // memory can load (calibration then releases each layer's pages after running it).
         tensor.storage.releasePages()
         do {
-            let weight = try EncodedTensor(name: name, shape: tensor.shape, sourceDType: tensor.dtype, encoding: .dense(tensor.dtype),
-                                           parts: ["values": tensor])
-            return PackedLinear(weight: weight, bias: bias, threads: threads, variant: kernels)
+            return try EncodedTensor(name: name, shape: tensor.shape, sourceDType: tensor.dtype, encoding: .dense(tensor.dtype), parts: ["values": tensor])
         } catch {
             throw .invalidWeight(tensor: name, reason: "\(error)")
         }
     }
 
-    /// The embedding table `name` with `columns` columns.
+    /// The embedding table `name` with `columns` columns: rows decoded as gathered from an encoded
+    /// or F16/BF16 table (whose pages stay on disk until read), a float copy of an F32 one.
     func embedding(_ name: String, columns: Int) throws(ModelError) -> EmbeddingTable {
         if let table = encodedTensor(name) {
             guard table.shape.count == 2, table.shape[1] == columns else {
@@ -183,6 +189,12 @@ public final class WeightSource: @unchecked Sendable {
             return EmbeddingTable(encoded: table, kernels: kernels)
         }
         guard let tensor = try denseTensor(name), tensor.shape.count == 2 else { throw .invalidWeight(tensor: name, reason: "missing from \(path)") }
+        if tensor.dtype == .f16 || tensor.dtype == .bf16 {
+            guard tensor.shape[1] == columns else {
+                throw .invalidWeight(tensor: name, reason: "has shape \(Shape.describe(tensor.shape)), expected [rows, \(columns)]")
+            }
+            return EmbeddingTable(encoded: try halfPrecisionWeight(name, tensor), kernels: kernels)
+        }
         return EmbeddingTable(dense: try floats(name, shape: [tensor.shape[0], columns]), rows: tensor.shape[0], columns: columns)
     }
 

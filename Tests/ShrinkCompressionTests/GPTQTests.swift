@@ -1,3 +1,4 @@
+import CBLAS
 import Foundation
 import Testing
 @testable import ShrinkCompression
@@ -67,6 +68,52 @@ import ShrinkTestSupport
         }
         #expect(worst < 1e-3, "largest deviation from the identity \(worst)")
         for i in 0..<size { for j in 0..<i { #expect(upper[i * size + j] == 0) } }
+    }
+
+    /// The factor as computed by copies: the permuted correlation, its reversal with the dead
+    /// inputs decoupled and the ridge added, the Cholesky factor, `L⁻¹` from the identity, `J·L⁻¹·J`.
+    static func copyingInverseFactor(_ correlation: InputCorrelation, order: [Int], damping: Double) -> [Float]? {
+        let n = correlation.size
+        let matrix = (0..<(n * n)).map { correlation.matrix[order[$0 / n] * n + order[$0 % n]] }
+        let meanDiagonal = (0..<n).reduce(0.0) { $0 + matrix[$1 * n + $1] } / Double(n)
+        let dead = (0..<n).map { matrix[$0 * n + $0] <= 0 }
+        var reversed = [Double](repeating: 0, count: n * n)
+        for i in 0..<n {
+            let source = n - 1 - i
+            for j in 0..<n { reversed[i * n + j] = dead[source] || dead[n - 1 - j] ? 0 : matrix[source * n + n - 1 - j] }
+            reversed[i * n + i] = (dead[source] ? 1 : reversed[i * n + i]) + damping * (meanDiagonal > 0 ? meanDiagonal : 1)
+        }
+        guard GPTQ.choleskyInPlace(&reversed, n) else { return nil }
+        var inverse = [Double](repeating: 0, count: n * n)
+        for i in 0..<n { inverse[i * n + i] = 1 }
+        for start in stride(from: 0, to: n, by: 64) {
+            cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, Int32(n - start), Int32(min(64, n - start)), 1,
+                        reversed.withUnsafeBufferPointer { $0.baseAddress! } + start * n + start, Int32(n),
+                        inverse.withUnsafeMutableBufferPointer { $0.baseAddress! } + start * n + start, Int32(n))
+        }
+        var upper = [Float](repeating: 0, count: n * n)
+        for i in 0..<n { for j in i..<n { upper[i * n + j] = Float(inverse[(n - 1 - i) * n + (n - 1 - j)]) } }
+        return upper
+    }
+
+    /// The factor computed in the correlation's own matrix (permuted along cycles, inverted in
+    /// place) has the bits of the one computed by copies, over sizes around the 64-wide blocks,
+    /// shuffled orders and inputs that were always zero.
+    @Test(arguments: [1, 7, 63, 64, 65, 150, 200])
+    func inPlaceFactorHasTheBitsOfTheCopyingOne(size: Int) throws {
+        let rows = 2 * size + 9
+        var inputs = Self.correlatedInputs(rows: rows, width: size, seed: UInt64(size) + 40)
+        if size > 2 { for row in 0..<rows { inputs[row * size + size / 2] = 0 } }
+        var correlation = InputCorrelation(size: size)
+        correlation.add(rows: inputs, count: rows)
+        var generator = SeededGenerator(seed: UInt64(size))
+        var shuffled = Array(0..<size)
+        for i in stride(from: size - 1, to: 0, by: -1) { shuffled.swapAt(i, Int(generator.next() % UInt64(i + 1))) }
+        for order in [Array(0..<size), shuffled] {
+            let expected = try #require(Self.copyingInverseFactor(correlation, order: order, damping: 0.01))
+            let factor = try GPTQ.inverseFactor(correlation, order: order, damping: 0.01, tensor: "w")
+            #expect(factor.map(\.bitPattern) == expected.map(\.bitPattern))
+        }
     }
 
     /// Compresses a 12 × `width` weight seen through correlated inputs with `nearest` and with

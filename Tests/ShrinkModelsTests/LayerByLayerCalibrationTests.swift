@@ -4,19 +4,19 @@ import ShrinkCore
 import ShrinkModels
 import ShrinkTestSupport
 
-/// Calibration runs a model one block at a time (`ModelRuntime.run(calibrationTexts:blockFinished:)`):
+/// Calibration runs a model one block at a time (`ModelRuntime.run(calibrationTexts:spillNextTo:blockFinished:)`):
 /// every linear op sees, bit for bit, the inputs that running each text through the whole model
 /// shows it, and each block's ops have all their inputs when their block finishes.
 @Suite struct LayerByLayerCalibrationTests {
     /// Runs `texts` block by block through a runtime with an observer, and returns what each
     /// finished block had recorded (in block order).
     static func blocks(_ texts: [String], runtime make: (InputStatisticsRecorder) throws -> any ModelRuntime,
-                       layers: [String]) throws -> [[String: LayerInputStatistics]] {
+                       layers: [String], spillNextTo: String? = nil) throws -> [[String: LayerInputStatistics]] {
         let recorder = InputStatisticsRecorder(layers: Set(layers))
         let runtime = try make(recorder)
         var blocks: [[String: LayerInputStatistics]] = []
         var finished: [Int] = []
-        try runtime.run(calibrationTexts: texts) { block in
+        try runtime.run(calibrationTexts: texts, spillNextTo: spillNextTo) { block in
             finished.append(block)
             blocks.append(recorder.drain())
         }
@@ -74,12 +74,17 @@ import ShrinkTestSupport
             tokens += ids.count
         }
 
-        let blocks = try Self.blocks(texts, runtime: runtime, layers: architecture.observationPoints)
-        #expect(blocks.count == decoder.config.layers)
-        Self.expectLayered(blocks, ops: architecture.observationPoints) { "blk.\($0)." }
-        let streamed = blocks.reduce(into: [String: LayerInputStatistics]()) { $0.merge($1) { first, _ in first } }
-        #expect(streamed.keys.sorted() == whole.recorded.keys.sorted())
-        #expect(streamed == whole.recorded)
-        #expect(streamed["blk.1.ffn_down"]?.rows == tokens)
+        // Hidden states between layers in memory, then in a spill file.
+        let folder = TemporaryDirectory()
+        for spill in [nil, folder.file("statistics")] {
+            let blocks = try Self.blocks(texts, runtime: runtime, layers: architecture.observationPoints, spillNextTo: spill)
+            #expect(blocks.count == decoder.config.layers)
+            Self.expectLayered(blocks, ops: architecture.observationPoints) { "blk.\($0)." }
+            let streamed = blocks.reduce(into: [String: LayerInputStatistics]()) { $0.merge($1) { first, _ in first } }
+            #expect(streamed.keys.sorted() == whole.recorded.keys.sorted())
+            #expect(streamed == whole.recorded)
+            #expect(streamed["blk.1.ffn_down"]?.rows == tokens)
+        }
+        #expect(folder.contents.isEmpty)
     }
 }
