@@ -5,7 +5,8 @@ import ShrinkTestSupport
 /// `shrink compress` killed (SIGKILL) at points spread over its run leaves the destination as it
 /// was, absent or the complete previous file, never a part of the new one: files are written next
 /// to the destination, unnamed until complete (`O_TMPFILE`), and renamed over it only then
-/// (`AtomicFile`), so no temporary file outlives a kill either.
+/// (`AtomicFile`), so no temporary file outlives a kill either. A disk that fills up mid-write is
+/// an error naming the destination, with the same guarantee.
 @Suite struct CrashSafeWriteTests {
     /// The `shrink` executable the build put next to the running test binary.
     static var executable: String {
@@ -64,5 +65,42 @@ import ShrinkTestSupport
             }
         }
         #expect(sawPrevious)
+    }
+
+    /// `shrink compress` whose files may not grow past `bytes` (`ulimit -f`, `SIGXFSZ` ignored, so
+    /// a write past it fails as on a full disk): its exit status and standard error.
+    static func compress(_ output: String, recipe: String, fileSizeLimit bytes: Int) throws -> (status: Int32, error: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = ["-c", "trap '' XFSZ; ulimit -f \(bytes / 1024); exec \"$0\" \"$@\"", executable,
+                             "compress", "--model", "minilm", "--recipe", recipe, "--output", output, "--threads", "2"]
+        let error = Pipe()
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = error
+        try process.run()
+        let message = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, message)
+    }
+
+    /// Writes refused part way (the spill file's or the output's, at limits from 1 MB to just under
+    /// the output's size): exit status 2, one error naming the output, nothing at the destination,
+    /// no temporary file.
+    @Test func aFullDiskIsAnErrorThatLeavesNothing() throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.executable), "no shrink executable next to the tests")
+        let recipe = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("recipes/minilm-int4-block32.json").path
+        let folder = TemporaryDirectory()
+        let complete = folder.file("complete.safetensors")
+        #expect(try Self.compress(complete, recipe: recipe, killAfter: nil) == 0)
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: complete)[.size] as? Int)
+        try FileManager.default.removeItem(atPath: complete)
+        let output = folder.file("model.safetensors")
+        for limit in [1 << 20, size / 2, size - 4096] {
+            let (status, error) = try Self.compress(output, recipe: recipe, fileSizeLimit: limit)
+            #expect(status == 2, "limit \(limit): \(error)")
+            #expect(error.contains(output) && error.contains("File too large"), "limit \(limit): \(error)")
+            #expect(folder.contents == [], "limit \(limit)")
+        }
     }
 }
