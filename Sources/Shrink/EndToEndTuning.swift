@@ -166,12 +166,12 @@ enum EndToEndTuning {
         var palettes = trained
         let batch = config.batchSize, hidden = graph.config.hiddenSize
         let batches = stride(from: 0, to: sequences.count, by: batch).map { Array(sequences[$0..<min($0 + batch, sequences.count)]) }
-        let targets = try Parallel.map(batches.count, threads: threads) { teacher.embeddings(batches[$0]) }.flatMap { $0 }
+        let targets = try Parallel.map(batches.count, threads: threads) { try teacher.embeddings(batches[$0]) }.flatMap { $0 }
         let evaluated = min(sequences.count, 2048)
         func meanCosine() throws -> Double {
             let parts = try Parallel.map((evaluated + batch - 1) / batch, threads: threads) { index -> Double in
                 let first = index * batch, end = min(first + batch, evaluated)
-                let unit = graph.embeddings(Array(sequences[first..<end]))
+                let unit = try graph.embeddings(Array(sequences[first..<end]))
                 var total = 0.0
                 for s in 0..<(end - first) {
                     var dot: Float = 0
@@ -257,7 +257,7 @@ enum EndToEndTuning {
         let cuts = bounds
         let shards = try Parallel.map(bounds.count - 1, threads: threads) { shard -> [String: [Float]] in
             let range = cuts[shard]..<cuts[shard + 1]
-            return graph.lossAndGradients(Array(sequences[range]), targets: Array(targets[(range.lowerBound * hidden)..<(range.upperBound * hidden)]),
+            return try graph.lossAndGradients(Array(sequences[range]), targets: Array(targets[(range.lowerBound * hidden)..<(range.upperBound * hidden)]),
                                           weights: weights).gradients
         }
         var total = shards[0]

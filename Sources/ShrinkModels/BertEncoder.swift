@@ -97,13 +97,20 @@ public final class BertEncoder: @unchecked Sendable {
 
     /// - Throws: `ModelError.invalidInput` for the first sequence `embed` cannot run.
     func validate(_ sequences: [[Int32]]) throws(ModelError) {
+        try Self.validate(sequences, positions: positionEmbeddings.rows, vocabulary: wordEmbeddings.rows)
+    }
+
+    /// Checks token sequences for an encoder of `positions` positions and `vocabulary` token ids.
+    /// - Throws: `ModelError.invalidInput` naming the first sequence that is empty, longer than
+    ///   `positions` or holds an id outside `0..<vocabulary`.
+    static func validate(_ sequences: [[Int32]], positions: Int, vocabulary: Int) throws(ModelError) {
         for (index, sequence) in sequences.enumerated() {
             guard !sequence.isEmpty else { throw .invalidInput(index: index, reason: "the token sequence is empty") }
-            guard sequence.count <= positionEmbeddings.rows else {
-                throw .invalidInput(index: index, reason: "\(sequence.count) tokens exceed the \(positionEmbeddings.rows) positions of the model")
+            guard sequence.count <= positions else {
+                throw .invalidInput(index: index, reason: "\(sequence.count) tokens exceed the \(positions) positions of the model")
             }
-            if let bad = sequence.first(where: { $0 < 0 || Int($0) >= wordEmbeddings.rows }) {
-                throw .invalidInput(index: index, reason: "token id \(bad) is outside the vocabulary of \(wordEmbeddings.rows)")
+            if let bad = sequence.first(where: { $0 < 0 || Int($0) >= vocabulary }) {
+                throw .invalidInput(index: index, reason: "token id \(bad) is outside the vocabulary of \(vocabulary)")
             }
         }
     }

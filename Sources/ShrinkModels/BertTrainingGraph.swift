@@ -86,8 +86,10 @@ public final class BertTrainingGraph: @unchecked Sendable {
     }
 
     /// Unit-length pooled embeddings of `sequences` (`count × hiddenSize` floats, row after row).
-    /// - Precondition: sequences are non-empty, fit the position table, and their ids have rows.
-    public func embeddings(_ sequences: [[Int32]]) -> [Float] {
+    /// - Throws: `ModelError.invalidInput` naming the first sequence that is empty, longer than the
+    ///   position table or holds an id without a row, before any work.
+    public func embeddings(_ sequences: [[Int32]]) throws(ModelError) -> [Float] {
+        try validate(sequences)
         var tape = Tape()
         return forward(sequences, tape: &tape, keep: false).unit
     }
@@ -95,10 +97,18 @@ public final class BertTrainingGraph: @unchecked Sendable {
     /// The loss over `sequences` against `targets` (`count × hiddenSize` unit vectors) and its
     /// gradient with respect to every tensor of `normAndBiasNames` and the tensors `weights`
     /// (linear weights as stored, embedding tables).
-    /// - Precondition: as for `embeddings(_:)`; `targets` has one row per sequence.
-    public func lossAndGradients(_ sequences: [[Int32]], targets: [Float], weights: Set<String>) -> (loss: Double, gradients: [String: [Float]]) {
+    /// - Throws: `ModelError.invalidInput` as `embeddings(_:)`; `.invalidArgument` when `targets`
+    ///   is not one row per sequence or `weights` names a tensor the parameters lack.
+    public func lossAndGradients(_ sequences: [[Int32]], targets: [Float],
+                                 weights: Set<String>) throws(ModelError) -> (loss: Double, gradients: [String: [Float]]) {
         let hidden = config.hiddenSize, count = sequences.count
-        precondition(targets.count == count * hidden)
+        try validate(sequences)
+        guard targets.count == count * hidden else {
+            throw .invalidArgument(name: "targets", reason: "\(targets.count) values for \(count) sequences of \(hidden)")
+        }
+        if let missing = weights.sorted().first(where: { parameters.tensors[$0] == nil }) {
+            throw .invalidArgument(name: "weights", reason: "no tensor \(missing)")
+        }
         var tape = Tape()
         let pooled = forward(sequences, tape: &tape, keep: true)
         var loss = 0.0
@@ -120,6 +130,11 @@ public final class BertTrainingGraph: @unchecked Sendable {
         for name in weights { gradients[name] = [Float](repeating: 0, count: parameters.tensors[name]!.count) }
         backward(dPooled: dPooled, tape: tape, gradients: &gradients)
         return (loss / Double(count), gradients)
+    }
+
+    /// - Throws: `ModelError.invalidInput` for the first sequence the forward pass cannot run.
+    func validate(_ sequences: [[Int32]]) throws(ModelError) {
+        try BertEncoder.validate(sequences, positions: config.maxPositions, vocabulary: config.vocabularySize)
     }
 
     // MARK: - Forward
@@ -156,6 +171,7 @@ public final class BertTrainingGraph: @unchecked Sendable {
 
     func tensor(_ name: String) -> [Float] { parameters.tensors[name]! }
 
+    /// The forward pass over sequences `validate` accepted.
     func forward(_ sequences: [[Int32]], tape: inout Tape, keep: Bool) -> (unit: [Float], norms: [Float]) {
         let hidden = config.hiddenSize
         let rows = sequences.reduce(0) { $0 + $1.count }
@@ -166,7 +182,6 @@ public final class BertTrainingGraph: @unchecked Sendable {
         var states = [Float](repeating: 0, count: rows * hidden)
         var row = 0
         for sequence in sequences {
-            precondition(!sequence.isEmpty && sequence.count <= config.maxPositions)
             for (position, id) in sequence.enumerated() {
                 let (w, p) = (Int(id) * hidden, position * hidden)
                 for c in 0..<hidden { states[row * hidden + c] = words[w + c] + positions[p + c] + types[c] }

@@ -57,9 +57,34 @@ import ShrinkTestSupport
                                               parameters: BertTrainingParameters(tensors: Dictionary(uniqueKeysWithValues: tensors.map { ($0.name, $0.values) })))
             let sequences = Self.sequences(count: 7, seed: 2)
             let expected = try encoder.embed(sequences).flatMap { $0 }
-            let actual = graph.embeddings(sequences)
+            let actual = try graph.embeddings(sequences)
             let worst = zip(expected, actual).map { abs($0 - $1) }.max()!
             #expect(worst < 2e-5, "\(pooling.mode): largest difference \(worst)")
+        }
+    }
+
+    /// Sequences the forward pass cannot run, targets of the wrong size and unknown weights are
+    /// typed errors naming what is wrong, not traps.
+    @Test func badInputsAreErrors() throws {
+        let graph = try BertTrainingGraph(config: Self.config, pooling: SentencePooling(),
+                                          parameters: BertTrainingParameters(tensors: Dictionary(uniqueKeysWithValues: Self.randomTensors(seed: 3).map { ($0.name, $0.values) })),
+                                          threads: 1)
+        let good = Self.sequences(count: 2, seed: 4)
+        let tooLong = [Int32](repeating: 1, count: Self.config.maxPositions + 1)
+        for (sequences, expected) in [([good[0], []], "input 1: the token sequence is empty"),
+                                      ([tooLong], "input 0: \(tooLong.count) tokens exceed the \(Self.config.maxPositions) positions of the model"),
+                                      ([good[0], good[1] + [Int32(Self.config.vocabularySize)]],
+                                       "input 1: token id \(Self.config.vocabularySize) is outside the vocabulary of \(Self.config.vocabularySize)"),
+                                      ([[-1]], "input 0: token id -1 is outside the vocabulary of \(Self.config.vocabularySize)")] {
+            #expect(throws: ModelError.self) { try graph.embeddings(sequences) }
+            do { _ = try graph.embeddings(sequences) } catch { #expect(error.description == expected) }
+        }
+        let targets = Self.unitRows(2, seed: 5)
+        #expect { try graph.lossAndGradients(good, targets: Array(targets.dropLast()), weights: []) } throws: { error in
+            (error as? ModelError)?.description.hasPrefix("targets:") == true
+        }
+        #expect { try graph.lossAndGradients(good, targets: targets, weights: ["encoder.layer.9.output.dense.weight"]) } throws: { error in
+            (error as? ModelError)?.description == "weights: no tensor encoder.layer.9.output.dense.weight"
         }
     }
 
@@ -80,7 +105,7 @@ import ShrinkTestSupport
         let rotated = try BertTrainingGraph(config: Self.config, pooling: SentencePooling(),
                                             parameters: BertTrainingParameters(tensors: tensors, rotations: [name: rotation]))
         let plain = try BertTrainingGraph(config: Self.config, pooling: SentencePooling(), parameters: BertTrainingParameters(tensors: product))
-        let worst = zip(rotated.embeddings(sequences), plain.embeddings(sequences)).map { abs($0 - $1) }.max()!
+        let worst = zip(try rotated.embeddings(sequences), try plain.embeddings(sequences)).map { abs($0 - $1) }.max()!
         #expect(worst < 1e-5, "largest difference \(worst)")
     }
 
@@ -101,10 +126,10 @@ import ShrinkTestSupport
                                     "encoder.layer.1.intermediate.dense.weight", "encoder.layer.1.output.dense.weight",
                                     "embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
                                     "embeddings.token_type_embeddings.weight"]
-        func evaluate(_ weights: Set<String>) -> (loss: Double, gradients: [String: [Float]]) {
-            graph.lossAndGradients(sequences, targets: targets, weights: weights)
+        func evaluate(_ weights: Set<String>) throws -> (loss: Double, gradients: [String: [Float]]) {
+            try graph.lossAndGradients(sequences, targets: targets, weights: weights)
         }
-        let (loss, gradients) = evaluate(weights)
+        let (loss, gradients) = try evaluate(weights)
         #expect(loss > 0.5, "a random target leaves a loss near 1: \(loss)")
         var generator = SeededGenerator(seed: 8)
         var checked = 0
@@ -115,11 +140,11 @@ import ShrinkTestSupport
             let direction = raw.map { $0 / length }
             let analytic = zip(gradients[name]!, direction).reduce(0.0) { $0 + Double($1.0) * Double($1.1) }
             let epsilon: Float = 1e-2
-            func loss(at sign: Float) -> Double {
+            func loss(at sign: Float) throws -> Double {
                 graph.parameters.tensors[name] = zip(base, direction).map { $0 + sign * epsilon * $1 }
-                return evaluate([]).loss
+                return try evaluate([]).loss
             }
-            let numeric = (loss(at: 1) - loss(at: -1)) / Double(2 * epsilon)
+            let numeric = (try loss(at: 1) - loss(at: -1)) / Double(2 * epsilon)
             graph.parameters.tensors[name] = base
             #expect(abs(numeric - analytic) <= 2e-5 + 0.005 * abs(analytic), "\(name): analytic \(analytic), numeric \(numeric)")
             checked += 1
