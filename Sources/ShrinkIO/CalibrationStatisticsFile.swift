@@ -193,6 +193,11 @@ public final class SpilledCalibrationStatistics: @unchecked Sendable {
             appended.append(op)
             owners[op] = (value.width, spill.size)
             for part in 0..<3 {
+                // The correlation as it lies in memory when that is its stored (little-endian) form: no copy of its 8·width² bytes.
+                if part == 0, 1.littleEndian == 1 {
+                    _ = try value.correlation.matrix.withUnsafeBytes { bytes in Result { () throws(ShrinkIOError) in try spill.append(bytes) } }.get()
+                    continue
+                }
                 let tensor = try CalibrationStatisticsWriter.tensor(part, of: value, name: op, path: spill.path)
                 try spill.append(tensor.bytes)
             }
