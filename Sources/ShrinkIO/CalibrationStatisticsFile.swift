@@ -192,16 +192,20 @@ public final class SpilledCalibrationStatistics: @unchecked Sendable {
             guard owner == op else { continue }
             appended.append(op)
             owners[op] = (value.width, spill.size)
-            for part in 0..<3 {
-                // The correlation as it lies in memory when that is its stored (little-endian) form: no copy of its 8·width² bytes.
-                if part == 0, 1.littleEndian == 1 {
-                    _ = try value.correlation.matrix.withUnsafeBytes { bytes in Result { () throws(ShrinkIOError) in try spill.append(bytes) } }.get()
-                    continue
-                }
-                let tensor = try CalibrationStatisticsWriter.tensor(part, of: value, name: op, path: spill.path)
-                try spill.append(tensor.bytes)
-            }
+            #if _endian(little)
+            // The stored form (little-endian f64, f64, f32) is the values' own memory: no copy of the correlation's 8·width² bytes.
+            try Self.append(value.correlation.matrix, to: spill)
+            try Self.append(value.absoluteSums, to: spill)
+            try Self.append(value.absoluteMaxima, to: spill)
+            #else
+            for part in 0..<3 { try spill.append(try CalibrationStatisticsWriter.tensor(part, of: value, name: op, path: spill.path).bytes) }
+            #endif
         }
+    }
+
+    /// Appends the memory of `values` to `spill`.
+    private static func append<T>(_ values: [T], to spill: SpillFile) throws(ShrinkIOError) {
+        _ = try values.withUnsafeBytes { bytes in Result { () throws(ShrinkIOError) in try spill.append(bytes) } }.get()
     }
 
     /// The input correlation recorded for `op`, nil when none was appended.
