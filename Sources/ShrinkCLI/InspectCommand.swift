@@ -71,8 +71,8 @@ enum InspectCommand {
         ]
         if !inspection.metadata.isEmpty {
             lines += ["", "Metadata:"]
-            for key in inspection.metadata.keys.sorted() {
-                let value = inspection.metadata[key]!.replacingOccurrences(of: "\n", with: "\\n")
+            for (key, text) in inspection.metadata.sorted(by: { $0.key < $1.key }) {
+                let value = text.replacingOccurrences(of: "\n", with: "\\n")
                 lines.append("  \(key) = " + (value.count > 100 ? value.prefix(97) + "..." : value))
             }
         }

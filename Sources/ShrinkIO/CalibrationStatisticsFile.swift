@@ -183,14 +183,13 @@ public final class SpilledCalibrationStatistics: @unchecked Sendable {
     /// Stores `statistics` (op name → statistics; names not appended before).
     /// - Throws: `ShrinkIOError.writeFailed` for an op appended twice or when the file system refuses.
     public func append(_ statistics: [String: LayerInputStatistics]) throws(ShrinkIOError) {
-        var appended: [String] = []
-        for op in statistics.keys.sorted() {
+        var appended: [(op: String, value: LayerInputStatistics)] = []
+        for (op, value) in statistics.sorted(by: { $0.key < $1.key }) {
             guard layers[op] == nil else { throw .writeFailed(path: spill.path, reason: "statistics of '\(op)' came twice") }
-            let value = statistics[op]!
-            let owner = appended.first { statistics[$0]!.width == value.width && statistics[$0]! == value } ?? op
+            let owner = appended.first { $0.value.width == value.width && $0.value == value }?.op ?? op
             layers[op] = (value.rows, owner)
             guard owner == op else { continue }
-            appended.append(op)
+            appended.append((op, value))
             owners[op] = (value.width, spill.size)
             #if _endian(little)
             // The stored form (little-endian f64, f64, f32) is the values' own memory: no copy of the correlation's 8·width² bytes.
@@ -246,8 +245,8 @@ public final class CalibrationStatisticsWriter {
     public func finish(provenance: CalibrationProvenance) throws(ShrinkIOError) {
         let (layers, owners, spill) = (statistics.layers, statistics.owners, statistics.spill)
         guard !layers.isEmpty else { throw .writeFailed(path: path, reason: "no layer saw any calibration input") }
-        let layerEntries = layers.keys.sorted().map { op in
-            (key: op, value: JSONValue.object([(key: "rows", value: .number(String(layers[op]!.rows))), (key: "tensors", value: .string(layers[op]!.owner))]))
+        let layerEntries = layers.sorted { $0.key < $1.key }.map { op, layer in
+            (key: op, value: JSONValue.object([(key: "rows", value: .number(String(layer.rows))), (key: "tensors", value: .string(layer.owner))]))
         }
         let header: JSONValue = .object([
             (key: "format", value: .number(String(CalibrationStatisticsFile.format))),
@@ -258,13 +257,12 @@ public final class CalibrationStatisticsWriter {
             (key: "lines", value: .number(String(provenance.lines))),
             (key: "layers", value: .object(layerEntries)),
         ])
-        let sorted = owners.keys.sorted()
-        let layout = sorted.flatMap { op in
-            let width = owners[op]!.width
-            return Self.parts.map { TensorDescriptor(name: "\(op).\($0.suffix)", dtype: $0.dtype, shape: $0.rank == 2 ? [width, width] : [width]) }
+        let sorted = owners.sorted { $0.key < $1.key }
+        let layout = sorted.flatMap { op, owner in
+            Self.parts.map { TensorDescriptor(name: "\(op).\($0.suffix)", dtype: $0.dtype, shape: $0.rank == 2 ? [owner.width, owner.width] : [owner.width]) }
         }
         try SafetensorsWriter.write(layout, metadata: [CalibrationStatisticsFile.metadataKey: header.serialized()], to: path) { index throws(ShrinkIOError) in
-            let (width, offset) = owners[sorted[index / 3]]!
+            let (width, offset) = sorted[index / 3].value
             // The owner's tensors follow each other in the spill: correlation, sums, maxima.
             let start = offset + (index % 3 >= 1 ? 8 * width * width : 0) + (index % 3 == 2 ? 8 * width : 0)
             let entry = layout[index]

@@ -89,13 +89,13 @@ public struct CompressedModel: Sendable {
         var tensors = denseTensors
         var descriptions: [(key: String, value: JSONValue)] = []
         for encoded in encodedTensors {
-            let parts = encoded.parts.keys.sorted()
-            for part in parts { tensors.append((encoded.name + Self.partSeparator + part, encoded.parts[part]!)) }
+            let parts = encoded.parts.sorted { $0.key < $1.key }
+            for (part, data) in parts { tensors.append((encoded.name + Self.partSeparator + part, data)) }
             descriptions.append((encoded.name, .object([
                 ("shape", .array(encoded.shape.map { .number(String($0)) })),
                 ("dtype", .string(encoded.sourceDType.rawValue)),
                 ("encoding", encoded.encoding.json),
-                ("parts", .array(parts.map { .string($0) })),
+                ("parts", .array(parts.map { .string($0.key) })),
             ])))
         }
         var metadata = self.metadata

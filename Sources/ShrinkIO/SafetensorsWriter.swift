@@ -35,7 +35,7 @@ public enum SafetensorsWriter {
         }
         var pairs: [(key: String, value: JSONValue)] = []
         if !metadata.isEmpty {
-            let entries = metadata.keys.sorted().map { (key: $0, value: JSONValue.string(metadata[$0]!)) }
+            let entries = metadata.sorted { $0.key < $1.key }.map { (key: $0.key, value: JSONValue.string($0.value)) }
             pairs.append((key: "__metadata__", value: .object(entries)))
         }
         var offset = 0

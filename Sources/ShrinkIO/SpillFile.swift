@@ -154,7 +154,7 @@ public struct SpilledEncodedTensor: Sendable {
     public init(_ tensor: EncodedTensor, into spill: SpillFile) throws(ShrinkIOError) {
         (name, shape, sourceDType, encoding) = (tensor.name, tensor.shape, tensor.sourceDType, tensor.encoding)
         var parts: [String: SpillFile.Region] = [:]
-        for part in tensor.parts.keys.sorted() { parts[part] = try spill.append(tensor.parts[part]!) }
+        for (part, data) in tensor.parts.sorted(by: { $0.key < $1.key }) { parts[part] = try spill.append(data) }
         self.parts = parts
     }
 

@@ -536,15 +536,15 @@ public final class Int8PanelWeights: @unchecked Sendable {
               case .perBlock(16) = affine.granularity, let superBlock = affine.superBlockSize, superBlock % 32 == 0, columns % superBlock == 0,
               let stored = weight.parts["scales"], stored.dtype == .i8 || stored.dtype == .u8,
               let second = weight.parts["super_scales"]?.floats() else { return nil }
-        let multipliers = stored.floats().map { Int8(exactly: $0) }
-        guard multipliers.allSatisfy({ $0 != nil }) else { return nil }
+        let multipliers = stored.floats().compactMap { Int8(exactly: $0) }
+        guard multipliers.count == stored.elementCount else { return nil }
         let halves = columns / 16, supers = columns / superBlock
         var offsets: (multipliers: UnsafeMutableBufferPointer<UInt8>, superScales: UnsafeMutableBufferPointer<Float>)?
         if affine.offsetDType == .u8, let stored = weight.parts["offsets"]?.bytes, let offsetScales = weight.parts["super_offsets"]?.floats() {
             offsets = (panelLayout(arena, rows: rows, count: halves) { stored[$0 * halves + $1] },
                        panelLayout(arena, rows: rows, count: supers) { offsetScales[$0 * supers + $1] })
         }
-        let packedMultipliers = panelLayout(arena, rows: rows, count: halves) { multipliers[$0 * halves + $1]! }
+        let packedMultipliers = panelLayout(arena, rows: rows, count: halves) { multipliers[$0 * halves + $1] }
         let superScales = panelLayout(arena, rows: rows, count: supers) { second[$0 * supers + $1] }
         let matrix = CodeMatrix(codes: unpack(weight.parts["codes"]!.bytes, count: rows * columns, bits: affine.bits),
                                 rowScales: [Float](repeating: 0, count: rows), rowOffsets: [Float](repeating: 0, count: rows),

@@ -67,7 +67,7 @@ public struct FoldedResidualRotation: Sendable, Equatable {
     /// The metadata value (compact JSON, keys sorted so that equal folds write equal bytes).
     public var metadataValue: String {
         let hex = rotation.packedSigns.map { String($0, radix: 16).leftPadded(to: 2) }.joined()
-        let pairs = readers.keys.sorted().map { (key: $0, value: JSONValue.string(readers[$0]!)) }
+        let pairs = readers.sorted { $0.key < $1.key }.map { (key: $0.key, value: JSONValue.string($0.value)) }
         return JSONValue.object([
             ("size", .number(String(rotation.size))), ("block_size", .number(String(rotation.blockSize))), ("signs", .string(hex)),
             ("readers", .object(pairs)), ("writers", .array(writers.sorted().map(JSONValue.string))),
