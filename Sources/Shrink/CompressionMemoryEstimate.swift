@@ -23,9 +23,10 @@ extension ModelCompressor {
     ///
     ///     base + Σ_{the threads largest compressed tensors} (elements · w + source bytes + c·n²) + tuning
     ///
-    /// with `base` 80 MB and `w` the working bytes per element of the tensor's config: 6 rounded to
-    /// nearest (float copy, codes, packed codes), 7 for a palette (and its assignment), 12 for GPTQ;
-    /// 5 more with pruning, 4 more with a rotation; `c·n²` only for a calibrated tensor of `n`
+    /// with `base` 80 MB and `w` the working bytes per element of the tensor's config: 6 for linear
+    /// codes, rounded to nearest or by GPTQ (float copy, codes, packed codes), 7 for a palette (and
+    /// its assignment), 12 for a palette assigned by GPTQ (its LUT refit's `W·H`, 4 bytes, beside
+    /// the assignment); 5 more with pruning, 4 more with a rotation; `c·n²` only for a calibrated tensor of `n`
     /// inputs: its input correlation (doubles, read back one layer at a time), which quantizing
     /// GPTQ factors in place into a float result, `c = 12`, and palette GPTQ keeps for its refit
     /// beside a working copy, `c = 20`;
@@ -33,10 +34,11 @@ extension ModelCompressor {
     /// Calibration (calibrated recipes without a statistics file), which runs the model block by
     /// block and spills each block's statistics:
     ///
-    ///     base + 8·Σ_{calibrated tensors of the largest block} n² + 4·max n² + 4·h·longest·(1 + 2·blocks) + e
+    ///     base + max_block (8·Σ_{its calibrated tensors} n² + its source bytes) + 4·max n² + 4·h·longest·(1 + 2·blocks) + e
     ///
-    /// the block's correlations (a tensor each, an over-count where ops share an input) and one
-    /// float `XᵀX`; one text's hidden states (the others wait in a spill file) and a key/value
+    /// the block's correlations (one per op while the block runs, though ops that read one input
+    /// store it once) and mapped weight pages (released when every text went through the block),
+    /// one float `XᵀX`; one text's hidden states (the others wait in a spill file) and a key/value
     /// cache per block (`h` the narrowest calibrated input, the model's width; `longest` a quarter
     /// of the longest line's UTF-8 bytes, at most 2,048 tokens); an F32 token embedding's float
     /// copy (F16, BF16 and encoded tables are read row by row from the mapped file). Encoded tensors, the output and the source's pages are not counted: they go to disk
@@ -47,22 +49,24 @@ extension ModelCompressor {
                                           fromStatisticsFile: Bool = false) throws -> CompressionMemoryEstimate {
         let (store, _, plan) = try plan(model: model, recipe: recipe)
         var working: [(name: String, bytes: Int)] = []
-        var blockCorrelations: [String: Int] = [:]
+        var blockCorrelations: [String: Int] = [:], blockSources: [String: Int] = [:]
         var widths: [Int] = []
         for entry in plan.entries {
             guard case .compress(let config, _) = entry.decision else { continue }
             let shape = entry.tensor.shape
             let elements = shape.reduce(1, *), inputs = shape.last ?? 1
-            var perElement = config.isCalibrated ? 12 : config.palettize != nil ? 7 : 6
+            var perElement = config.palettize == nil ? 6 : config.isCalibrated ? 12 : 7
             if config.prune != nil { perElement += 5 }
             if config.rotate != nil { perElement += 4 }
             let squared = config.isCalibrated ? inputs * inputs : 0
+            let source = store.storage(of: entry.tensor.name)?.bytes ?? 0
             if config.isCalibrated {
                 blockCorrelations[entry.role.layer, default: 0] += 8 * squared
+                blockSources[entry.role.layer, default: 0] += source
                 widths.append(inputs)
             }
             let factoring = (config.palettize != nil ? 20 : 12) * squared
-            working.append((entry.tensor.name, elements * perElement + factoring + (store.storage(of: entry.tensor.name)?.bytes ?? 0)))
+            working.append((entry.tensor.name, elements * perElement + factoring + source))
         }
         let largest = working.sorted { ($0.bytes, $1.name) > ($1.bytes, $0.name) }.prefix(max(threads, 1))
         let tuning = recipe.tuning == nil ? 0 : 4 * store.descriptors.reduce(0) { $0 + $1.shape.reduce(1, *) }
@@ -72,7 +76,8 @@ extension ModelCompressor {
             let lines = (try? Calibration.lines(data.path, limit: data.limit)) ?? []
             let longest = min(2048, (lines.map(\.utf8.count).max() ?? 0) / 4)
             let embedding = plan.entries.filter { $0.role.opType == .embedding && $0.tensor.dtype == .f32 }.map { $0.tensor.shape.reduce(1, *) }.max() ?? 0
-            calibration = baseResidentBytes + (blockCorrelations.values.max() ?? 0) + 4 * widest * widest
+            let block = blockCorrelations.map { $0.value + blockSources[$0.key, default: 0] }.max() ?? 0
+            calibration = baseResidentBytes + block + 4 * widest * widest
                 + 4 * hidden * longest * (1 + 2 * blockCorrelations.count) + 4 * embedding
         }
         let encoding = baseResidentBytes + largest.reduce(0) { $0 + $1.bytes } + tuning

@@ -55,9 +55,9 @@ import ShrinkTestSupport
         #expect(one.calibrationBytes == 0)
     }
 
-    /// A calibrated recipe adds the calibration run's peak: one block's correlations and float
-    /// `XᵀX`, the calibration tokens' hidden states and caches (a quarter of the text's bytes), the
-    /// token embedding as floats; the encoding adds the tensor's correlation and factorisations.
+    /// A calibrated recipe adds the calibration run's peak: one block's correlations, mapped weights
+    /// and float `XᵀX`, the calibration tokens' hidden states and caches (a quarter of the text's
+    /// bytes), the token embedding as floats; the encoding adds the tensor's correlation and factorisations.
     @Test func estimateCountsTheCalibrationRun() throws {
         let folder = TemporaryDirectory()
         let location = try ModelLocation.resolve(try CompressCommandTests.tinyModel(in: folder))
@@ -65,10 +65,10 @@ import ShrinkTestSupport
         let recipe = try Recipe.load(path: try CompressCommandTests.recipe(
             #"{"op_type": {"linear": {"quantize": {"bits": 4, "method": "gptq"}}}, "calibration": {"data": "calibration.txt", "limit": 2}}"#, in: folder))
         let estimate = try ModelCompressor.estimatePeakMemory(model: location, recipe: recipe, threads: 1)
-        // proj: 16 inputs; the longest line 16 / 4 tokens, one block; the F16 embedding is read by rows.
-        #expect(estimate.calibrationBytes == ModelCompressor.baseResidentBytes + 8 * 256 + 4 * 256 + 4 * 16 * 4 * (1 + 2))
+        // proj: 32 × 16 F32, 16 inputs; the longest line 16 / 4 tokens, one block; the F16 embedding is read by rows.
+        #expect(estimate.calibrationBytes == ModelCompressor.baseResidentBytes + 8 * 256 + 32 * 16 * 4 + 4 * 256 + 4 * 16 * 4 * (1 + 2))
         #expect(estimate.largestTensors == ["layers.0.proj.weight"])
-        #expect(estimate.bytes == ModelCompressor.baseResidentBytes + 32 * 16 * (12 + 4) + 12 * 256)
+        #expect(estimate.bytes == ModelCompressor.baseResidentBytes + 32 * 16 * (6 + 4) + 12 * 256)
         let fromFile = try ModelCompressor.estimatePeakMemory(model: location, recipe: recipe, threads: 1, fromStatisticsFile: true)
         #expect(fromFile.calibrationBytes == 0 && fromFile.bytes == estimate.bytes)
     }
