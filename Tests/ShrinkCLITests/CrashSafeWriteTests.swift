@@ -69,11 +69,11 @@ import ShrinkTestSupport
 
     /// `shrink compress` whose files may not grow past `bytes` (`ulimit -f`, `SIGXFSZ` ignored, so
     /// a write past it fails as on a full disk): its exit status and standard error.
-    static func compress(_ output: String, recipe: String, fileSizeLimit bytes: Int) throws -> (status: Int32, error: String) {
+    static func compress(_ output: String, model: String = "minilm", recipe: String, fileSizeLimit bytes: Int) throws -> (status: Int32, error: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = ["-c", "trap '' XFSZ; ulimit -f \(bytes / 1024); exec \"$0\" \"$@\"", executable,
-                             "compress", "--model", "minilm", "--recipe", recipe, "--output", output, "--threads", "2"]
+                             "compress", "--model", model, "--recipe", recipe, "--output", output, "--threads", "2"]
         let error = Pipe()
         process.standardOutput = FileHandle.nullDevice
         process.standardError = error
@@ -101,6 +101,25 @@ import ShrinkTestSupport
             #expect(status == 2, "limit \(limit): \(error)")
             #expect(error.contains(output) && error.contains("File too large"), "limit \(limit): \(error)")
             #expect(folder.contents == [], "limit \(limit)")
+        }
+    }
+
+    /// The same while a decoder calibrates (SmolLM2, GPTQ on 4 lines, about 500 tokens): refused
+    /// in the hidden states' spill (64 KB, under their 1.2 MB), in block 0's statistics (16 MB,
+    /// under its 27 MB) and a few blocks in (100 MB).
+    @Test func aFullDiskDuringADecodersCalibrationLeavesNothing() throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.executable), "no shrink executable next to the tests")
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let folder = TemporaryDirectory()
+        let recipe = folder.file("gptq.json")
+        try #"{"op_type": {"linear": {"quantize": {"bits": 4, "granularity": "per_block", "block_size": 32, "method": "gptq"}}, "embedding": null}, "calibration": {"data": "\#(root.path)/data/calibration/smollm2-calibration.txt", "limit": 4}}"#
+            .write(toFile: recipe, atomically: true, encoding: .utf8)
+        let output = folder.file("model.safetensors")
+        for limit in [64 << 10, 16 << 20, 100 << 20] {
+            let (status, error) = try Self.compress(output, model: "smollm2", recipe: recipe, fileSizeLimit: limit)
+            #expect(status == 2, "limit \(limit): \(error)")
+            #expect(error.contains(output) && error.contains("File too large"), "limit \(limit): \(error)")
+            #expect(folder.contents == ["gptq.json"], "limit \(limit)")
         }
     }
 }
