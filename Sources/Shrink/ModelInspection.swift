@@ -61,6 +61,9 @@ public struct ModelInspection: Codable, Sendable {
     public let storage: [StorageShare]
     public let opTypes: [OpTypeShare]
     public let layers: [LayerSummary]
+    /// The functions a runtime of the model exposes (`ModelRuntime.call`), empty when its
+    /// configuration names no registered architecture.
+    public let functions: [FunctionDescriptor]
 
     /// Inspects the model at `location` (any format `TensorStores.open` reads) without reading its
     /// tensor data. Tensors get their op types from the model's architecture adapter when its
@@ -78,13 +81,14 @@ public struct ModelInspection: Codable, Sendable {
                                  shape: descriptor.shape, parameters: parameters, bytes: stored.bytes,
                                  bitsPerWeight: Double(stored.bytes * 8) / Double(max(parameters, 1)))
         }
+        let functions = configuration.flatMap { try? ModelArchitectures.architecture(for: $0).functions } ?? []
         return summarize(path: location.weightsPath, format: store.formatName, architecture: configuration?.architectureName,
                          metadata: store.metadata, fileBytes: store.fileBytes, tensors: tensors,
-                         layerOf: roles.mapValues(\.layer))
+                         layerOf: roles.mapValues(\.layer), functions: functions)
     }
 
     static func summarize(path: String, format: String, architecture: String?, metadata: [String: String], fileBytes: Int,
-                          tensors: [TensorSummary], layerOf: [String: String]) -> ModelInspection {
+                          tensors: [TensorSummary], layerOf: [String: String], functions: [FunctionDescriptor]) -> ModelInspection {
         let totalBytes = tensors.reduce(0) { $0 + $1.bytes }
         func share(_ bytes: Int) -> Double { totalBytes == 0 ? 0 : Double(bytes) / Double(totalBytes) }
 
@@ -107,6 +111,6 @@ public struct ModelInspection: Codable, Sendable {
 
         return ModelInspection(path: path, format: format, architecture: architecture, metadata: metadata,
                                parameters: tensors.reduce(0) { $0 + $1.parameters }, bytes: totalBytes,
-                               fileBytes: fileBytes, storage: storage, opTypes: opTypes, layers: layers)
+                               fileBytes: fileBytes, storage: storage, opTypes: opTypes, layers: layers, functions: functions)
     }
 }

@@ -69,6 +69,9 @@ enum InspectCommand {
                                   TextTable.grouped($0.bytes), TextTable.percent($0.share)]
                              }, rightAligned: [1, 2, 3, 4, 5]),
         ]
+        if !inspection.functions.isEmpty {
+            lines += ["", "Functions:"] + inspection.functions.map { "  " + $0.signature }
+        }
         if !inspection.metadata.isEmpty {
             lines += ["", "Metadata:"]
             for (key, text) in inspection.metadata.sorted(by: { $0.key < $1.key }) {

@@ -73,6 +73,13 @@ public struct BertArchitecture: ModelArchitecture {
     public func makeRuntime(files: ModelFiles, options: RuntimeOptions) throws -> any ModelRuntime {
         try SentenceEncoder(architecture: self, files: files, options: options)
     }
+
+    /// `embed(input_ids: int32[?]) -> (embedding: float32[hidden])`: one sequence of token ids
+    /// (at most `maxPositions` of them) to its pooled sentence embedding.
+    public var functions: [FunctionDescriptor] {
+        [FunctionDescriptor(name: "embed", inputs: [TensorSignature(name: "input_ids", scalarType: .int32, shape: [nil])],
+                            outputs: [TensorSignature(name: "embedding", scalarType: .float32, shape: [config.hiddenSize])])]
+    }
 }
 
 /// A runtime that turns text into sentence embeddings.
@@ -97,6 +104,8 @@ public final class SentenceEncoder: SentenceEmbeddingRuntime, @unchecked Sendabl
     /// Builds the encoder over `files.store` (checked against the architecture's tensor table);
     /// the vocabulary and pooling come from `files.folder`.
     /// - Throws: `ModelError` naming the tensor or file at fault.
+    public let functions: [FunctionDescriptor]
+
     public init(architecture: BertArchitecture, files: ModelFiles, options: RuntimeOptions) throws {
         guard let folder = files.folder else {
             throw ModelError.invalidFile(path: files.store.path, reason: "a BERT model needs its folder (vocab.txt, pooling config)")
@@ -108,6 +117,22 @@ public final class SentenceEncoder: SentenceEmbeddingRuntime, @unchecked Sendabl
         tokenizer = try WordPieceTokenizer(vocabularyFile: vocabulary,
                                            maximumLength: min(BertArchitecture.longestInput, architecture.config.maxPositions))
         try encoder.check(tokenizer, vocabularyFile: vocabulary)
+        functions = architecture.functions
+    }
+
+    /// Encoders keep no state between calls.
+    public func makeFunctionState(capacity: Int) -> (any FunctionState)? { nil }
+
+    public func call(_ name: String, _ inputs: [String: FunctionValue], state: (any FunctionState)?) throws(FunctionCallError) -> [String: FunctionValue] {
+        let function = try functions.named(name)
+        try function.validate(inputs)
+        guard state == nil else { throw .wrongState(function: name, reason: "takes no state") }
+        guard let ids = inputs["input_ids"]?.int32Values else { throw .missingInput(function: name, input: "input_ids") }
+        do {
+            return ["embedding": .float32(try encoder.embed([ids])[0], shape: [dimension])]
+        } catch {
+            throw .invalidValue(function: name, input: "input_ids", reason: error.inputReason)
+        }
     }
 
     public var dimension: Int { encoder.config.hiddenSize }

@@ -169,6 +169,7 @@ extension LlamaFamilyArchitecture {
     public var tensorTable: [ArchitectureTensor] { table.tensors }
     public var observationPoints: [String] { table.observationPoints }
     public var residualStream: ResidualStream? { table.residualStream }
+    public var functions: [FunctionDescriptor] { LlamaDecoder.functions(config) }
 
     public func makeRuntime(files: ModelFiles, options: RuntimeOptions) throws -> any ModelRuntime {
         try makeDecoder(files: files, options: options)

@@ -304,15 +304,85 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
     }
 }
 
+extension LlamaDecoder {
+    /// A decoder's functions: `prefill(tokens: int32[?], state)` and `decode(token: int32[1], state)`
+    /// run their tokens at the state's next positions and give the last one's next-token logits
+    /// (`float32[vocabulary]`); `logits(tokens: int32[?])` runs its tokens from an empty cache and
+    /// gives every position's (`float32[?, vocabulary]`).
+    static func functions(_ config: LlamaConfig) -> [FunctionDescriptor] {
+        let next = [TensorSignature(name: "logits", scalarType: .float32, shape: [config.vocabularySize])]
+        return [
+            FunctionDescriptor(name: "prefill", inputs: [TensorSignature(name: "tokens", scalarType: .int32, shape: [nil])], outputs: next,
+                               stateful: true),
+            FunctionDescriptor(name: "decode", inputs: [TensorSignature(name: "token", scalarType: .int32, shape: [1])], outputs: next,
+                               stateful: true),
+            FunctionDescriptor(name: "logits", inputs: [TensorSignature(name: "tokens", scalarType: .int32, shape: [nil])],
+                               outputs: [TensorSignature(name: "logits", scalarType: .float32, shape: [nil, config.vocabularySize])]),
+        ]
+    }
+
+    public var functions: [FunctionDescriptor] { Self.functions(config) }
+
+    /// A cache of `capacity` positions (at least 1, at most the model's context) for `prefill` and `decode`.
+    public func makeFunctionState(capacity: Int) -> (any FunctionState)? {
+        let state = makeState(capacity: max(1, min(capacity, config.contextLength)))
+        state.owner = self
+        return state
+    }
+
+    public func call(_ name: String, _ inputs: [String: FunctionValue], state: (any FunctionState)?) throws(FunctionCallError) -> [String: FunctionValue] {
+        let function = try functions.named(name)
+        try function.validate(inputs)
+        let input = function.inputs[0].name
+        guard let tokens = inputs[input]?.int32Values else { throw .missingInput(function: name, input: input) }
+        do {
+            try checkVocabulary(tokens)
+        } catch {
+            throw .invalidValue(function: name, input: input, reason: error.inputReason)
+        }
+        let vocabulary = config.vocabularySize
+        let decoding: DecoderState
+        if function.stateful {
+            guard let given = state as? DecoderState, given.owner === self else {
+                throw .wrongState(function: name, reason: state == nil ? "needs a state (makeFunctionState)" : "the state was made by another model")
+            }
+            guard given.position + tokens.count <= given.capacity else {
+                throw .invalidValue(function: name, input: input,
+                                    reason: "\(given.position + tokens.count) positions exceed the state's capacity of \(given.capacity)")
+            }
+            decoding = given
+        } else {
+            guard state == nil else { throw .wrongState(function: name, reason: "takes no state") }
+            guard tokens.count <= config.contextLength else {
+                throw .invalidValue(function: name, input: input, reason: "\(tokens.count) tokens exceed the context of \(config.contextLength)")
+            }
+            decoding = makeState(capacity: tokens.count)
+        }
+        let rows = function.stateful ? (tokens.count - 1)..<tokens.count : 0..<tokens.count
+        var logits = [Float](repeating: 0, count: rows.count * vocabulary)
+        do {
+            try evaluate(tokens, state: decoding, logitRows: rows) { row, values in
+                let start = (row - rows.lowerBound) * vocabulary
+                for index in 0..<vocabulary { logits[start + index] = values[index] }
+            }
+        } catch {
+            throw .invalidValue(function: name, input: input, reason: error.inputReason)
+        }
+        return ["logits": .float32(logits, shape: function.stateful ? [vocabulary] : [tokens.count, vocabulary])]
+    }
+}
+
 /// What one decoding sequence holds: the key/value cache of every layer, its next position, and
 /// the batch buffers the forward pass reuses (allocated once, so that a token allocates nothing).
-public final class DecoderState {
+public final class DecoderState: FunctionState {
     /// Rows of logits computed at a time.
     static let logitRows = 32
     public let capacity: Int
     public let batch: Int
     /// The next position (tokens in the cache).
     public internal(set) var position = 0
+    /// The decoder a function state was made for (`LlamaDecoder.makeFunctionState`).
+    weak var owner: LlamaDecoder?
     /// Rows of the last batch.
     var rows = 0
     let threads: Int

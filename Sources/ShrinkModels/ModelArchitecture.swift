@@ -124,6 +124,15 @@ public protocol ModelRuntime: AnyObject, Sendable {
     /// when given (encoders, run in batches of 32 texts, keep theirs in memory). Texts that the
     /// tokenizer makes longer than the model takes are cut to its longest input.
     func run(calibrationTexts texts: [String], spillNextTo: String?, blockFinished: (Int) throws -> Void) throws
+    /// The entry points `call` runs, as the architecture's `functions` describes them.
+    var functions: [FunctionDescriptor] { get }
+    /// A state for the stateful functions (a decoder's key/value cache of `capacity` positions,
+    /// capped at the model's context), nil when the runtime has none.
+    func makeFunctionState(capacity: Int) -> (any FunctionState)?
+    /// Runs function `name` on `inputs` (by input name), with `state` for a stateful function
+    /// (which it advances). Safe to call from several threads at once with distinct states.
+    /// - Throws: `FunctionCallError` naming the function and the input at fault; nothing runs then.
+    func call(_ name: String, _ inputs: [String: FunctionValue], state: (any FunctionState)?) throws(FunctionCallError) -> [String: FunctionValue]
 }
 
 /// An architecture: one adapter that reads its configuration, names every tensor it expects with
@@ -143,6 +152,8 @@ public protocol ModelArchitecture: Sendable {
     var observationPoints: [String] { get }
     /// Builds the runtime over `files` (checked against `tensorTable` first).
     func makeRuntime(files: ModelFiles, options: RuntimeOptions) throws -> any ModelRuntime
+    /// The functions its runtimes expose (`ModelRuntime.call`), known from the configuration alone.
+    var functions: [FunctionDescriptor] { get }
     /// The residual stream's readers and writers when a rotation of it can be folded into the
     /// weights (a pre-RMSNorm transformer whose runtime applies `FoldedResidualRotation`), else nil.
     var residualStream: ResidualStream? { get }

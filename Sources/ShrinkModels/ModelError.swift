@@ -24,3 +24,12 @@ public enum ModelError: Error, Equatable, CustomStringConvertible {
         }
     }
 }
+
+extension ModelError {
+    /// What is wrong with a call's input, without the input's index.
+    var inputReason: String {
+        if case .invalidInput(_, let reason) = self { return reason }
+        if case .notRunnable(_, let reason) = self { return reason }
+        return description
+    }
+}
