@@ -74,9 +74,31 @@ public struct ChatTemplate: Sendable, Equatable {
 
     /// The prompt for one user turn, ending where the assistant's answer starts.
     public func prompt(user: String, system: String? = nil) -> String {
+        prompt(turns: [ChatTurn(role: .user, content: user)], system: system)
+    }
+
+    /// The prompt for a conversation (`turns` in order, a `.system` turn first or none), ending
+    /// where the next assistant answer starts.
+    public func prompt(turns: [ChatTurn], system: String? = nil) -> String {
         var text = ""
-        if let system = system ?? defaultSystem { text += "<|im_start|>system\n\(system)<|im_end|>\n" }
-        return text + "<|im_start|>user\n\(user)<|im_end|>\n<|im_start|>assistant\n"
+        if turns.first?.role != .system, let system = system ?? defaultSystem { text += "<|im_start|>system\n\(system)<|im_end|>\n" }
+        for turn in turns { text += "<|im_start|>\(turn.role.rawValue)\n\(turn.content)<|im_end|>\n" }
+        return text + "<|im_start|>assistant\n"
+    }
+}
+
+/// One turn of a chat.
+public struct ChatTurn: Sendable, Equatable {
+    public enum Role: String, Sendable {
+        case system, user, assistant
+    }
+
+    public let role: Role
+    public let content: String
+
+    public init(role: Role, content: String) {
+        self.role = role
+        self.content = content
     }
 }
 
