@@ -40,9 +40,12 @@ let package = Package(
             name: "DecoderBenchmark", dependencies: ["ShrinkModels", "ShrinkKernels", "ShrinkEvaluation", "ShrinkTestSupport"],
             path: "Benchmarks/DecoderBenchmark", swiftSettings: kernelSettings),
         .executableTarget(
+            name: "GuidedBenchmark", dependencies: ["ShrinkModels", "ShrinkTestSupport"],
+            path: "Benchmarks/GuidedBenchmark", swiftSettings: kernelSettings),
+        .executableTarget(
             name: "PeerBenchmark", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkCompression", "ShrinkIO"],
             path: "Benchmarks/PeerBenchmark", swiftSettings: kernelSettings),
-        .target(name: "ShrinkTestSupport", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkCompression", "CShrinkKernels"], path: "Tests/ShrinkTestSupport"),
+        .target(name: "ShrinkTestSupport", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkCompression", "ShrinkModels", "CShrinkKernels"], path: "Tests/ShrinkTestSupport"),
         .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
         .testTarget(name: "ShrinkCoreTests", dependencies: ["ShrinkCore", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkIOTests", dependencies: ["ShrinkIO", "ShrinkTestSupport"]),

@@ -1,6 +1,7 @@
 import Foundation
 import Shrink
 import ShrinkIO
+import ShrinkCore
 import ShrinkModels
 
 /// `shrink generate`: text from a language model, streamed to standard output as tokens arrive.
@@ -15,6 +16,7 @@ enum GenerateCommand {
             OptionSpec(name: "--model", valueName: "path", help: "GGUF file, compressed container, Hugging Face folder (config.json, model.safetensors, tokenizer.json) or known name (default: smollm2)."),
             OptionSpec(name: "--prompt", valueName: "text", help: "The prompt. Required."),
             OptionSpec(name: "--chat", valueName: nil, help: "Wrap the prompt in the model's chat template (ChatML) as one user turn."),
+            OptionSpec(name: "--schema", valueName: "file", help: "A JSON schema (docs/CLI.md): answer the prompt, as a chat turn, with a JSON value of it; only the JSON goes to standard output."),
             OptionSpec(name: "--max-tokens", valueName: "n", help: "Most tokens to generate (default 128)."),
             OptionSpec(name: "--temperature", valueName: "t", help: "0 for greedy decoding (default 0)."),
             OptionSpec(name: "--top-p", valueName: "p", help: "Nucleus sampling mass in (0, 1] (default 1)."),
@@ -35,15 +37,12 @@ enum GenerateCommand {
         guard let tokenizer = decoder.tokenizer else {
             throw ModelError.notRunnable(architecture: decoder.architecture, reason: "generation needs a tokenizer (a GGUF file's, or tokenizer.json next to config.json)")
         }
-        var text = prompt
-        if arguments.flag("--chat") {
-            guard let source = tokenizer.chatTemplate, let template = ChatTemplate(template: source) else {
-                throw ModelError.notRunnable(architecture: decoder.architecture,
-                                             reason: "the model has no ChatML chat template (tokenizer.chat_template); run without --chat")
-            }
-            text = template.prompt(user: prompt)
+        let options = GenerationOptions(maximumTokens: maxTokens, temperature: Float(temperature), topP: Float(topP), seed: seed)
+        if arguments.flag("--chat") || arguments.value("--schema") != nil {
+            return try chat(prompt, decoder: decoder, tokenizer: tokenizer, schema: arguments.value("--schema"), options: options, threads: threads,
+                            console: console)
         }
-        let tokens = tokenizer.encode(text, parseSpecial: arguments.flag("--chat"))
+        let tokens = tokenizer.encode(prompt)
         guard !tokens.isEmpty else { throw UsageError(command: spec.name, message: "--prompt is empty") }
         let capacity = min(decoder.config.contextLength, tokens.count + maxTokens)
         guard tokens.count < capacity else {
@@ -69,6 +68,31 @@ enum GenerateCommand {
         let decodeSeconds = Date().timeIntervalSince(decodeStart)
         console.printError("prompt: \(tokens.count) tokens, \(rate(tokens.count, promptSeconds)) tokens/s; "
                            + "decode: \(generated) tokens, \(rate(max(generated - 1, 0), decodeSeconds)) tokens/s (\(threads) threads)")
+        return 0
+    }
+
+    /// One chat turn through `LanguageModelSession`, held to the schema at `schemaPath` when given.
+    static func chat(_ prompt: String, decoder: LlamaDecoder, tokenizer: BPETokenizer, schema schemaPath: String?, options: GenerationOptions,
+                     threads: Int, console: Console) throws -> Int32 {
+        let session = try LanguageModelSession(model: decoder, capacity: min(decoder.config.contextLength, 4096))
+        var constraint: TokenConstraint?
+        if let schemaPath {
+            let text = try PerplexityCommand.readText(schemaPath)
+            let json: JSONValue
+            do { json = try JSONValue.parse(text) } catch { throw ModelError.invalidFile(path: schemaPath, reason: "invalid JSON: \(error)") }
+            let compileStart = Date()
+            constraint = TokenConstraint(schema: try JSONSchema(json: json, path: schemaPath), tokenizer: tokenizer)
+            console.printError("schema: \(constraint?.stateCount ?? 0) states compiled in \(TextTable.fixed(Date().timeIntervalSince(compileStart), digits: 2)) s")
+        }
+        let start = Date()
+        try session.respond(to: prompt, constraint: constraint, options: options) { token in
+            console.stream(token.text)
+            return true
+        }
+        console.print("")
+        let statistics = session.lastResponse
+        console.printError("prompt: \(statistics?.evaluatedPromptTokens ?? 0) tokens; generated \(statistics?.generatedTokens ?? 0) tokens in "
+                           + "\(TextTable.fixed(Date().timeIntervalSince(start), digits: 2)) s (\(threads) threads)")
         return 0
     }
 

@@ -40,14 +40,19 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
     case busy
     /// The conversation's prompt does not leave a position to generate in.
     case contextFull(promptTokens: Int, capacity: Int)
-    /// `maximumTokens` below 1, or a temperature or `topP` `TokenSampler` refuses.
+    /// `maximumTokens` below 1 (or below what a schema's shortest value takes), or a temperature
+    /// or `topP` `TokenSampler` refuses.
     case invalidOptions(reason: String)
+    /// The generated JSON does not decode into the requested type (a type whose `Decodable`
+    /// disagrees with its `generationSchema`).
+    case undecodable(type: String, reason: String)
 
     public var description: String {
         switch self {
         case .busy: "the session is already responding (one response at a time per session)"
         case .contextFull(let tokens, let capacity): "the conversation's \(tokens) tokens fill the session's \(capacity) positions"
         case .invalidOptions(let reason): "invalid generation options: \(reason)"
+        case .undecodable(let type, let reason): "the generated JSON does not decode into \(type): \(reason)"
         }
     }
 }
@@ -74,6 +79,8 @@ public final class LanguageModelSession: @unchecked Sendable {
     /// The tokens whose keys and values the cache holds, position by position.
     private var cached: [Int32] = []
     private var statistics: ResponseStatistics?
+    /// Compiled schemas of the types `respond(to:generating:)` was asked for.
+    private var constraints: [ObjectIdentifier: TokenConstraint] = [:]
 
     /// A session over `model` with `capacity` positions of cache (at most the model's context),
     /// starting from `transcript` (user and assistant turns, in order).
@@ -104,12 +111,16 @@ public final class LanguageModelSession: @unchecked Sendable {
     /// The answer to `prompt`, streamed token by token. The stream throws `SessionError` or
     /// `ModelError` when the response cannot start; it ends at the end-of-generation token, after
     /// `maximumTokens`, when the cache is full, or when its consumer is cancelled.
-    public func streamResponse(to prompt: String, options: GenerationOptions = GenerationOptions()) -> AsyncThrowingStream<GeneratedToken, Error> {
+    ///
+    /// With `constraint`, the answer is a JSON value of its schema: every token is drawn from
+    /// those the schema allows next, and generation ends when the value is complete.
+    public func streamResponse(to prompt: String, constraint: TokenConstraint? = nil,
+                               options: GenerationOptions = GenerationOptions()) -> AsyncThrowingStream<GeneratedToken, Error> {
         AsyncThrowingStream { continuation in
             let stop = StopFlag()
             let task = Task.detached { [self] in
                 do {
-                    try respond(to: prompt, options: options, stop: stop) { continuation.yield($0) }
+                    try respond(to: prompt, constraint: constraint, options: options, stop: stop) { continuation.yield($0) }
                     continuation.finish()
                 } catch {
                     continuation.finish(throwing: error)
@@ -123,20 +134,54 @@ public final class LanguageModelSession: @unchecked Sendable {
     }
 
     /// The whole answer to `prompt` (`streamResponse`, collected).
-    public func respond(to prompt: String, options: GenerationOptions = GenerationOptions()) async throws -> String {
+    public func respond(to prompt: String, constraint: TokenConstraint? = nil, options: GenerationOptions = GenerationOptions()) async throws -> String {
         var text = ""
-        for try await token in streamResponse(to: prompt, options: options) { text += token.text }
+        for try await token in streamResponse(to: prompt, constraint: constraint, options: options) { text += token.text }
         return text
     }
 
+    /// An answer to `prompt` generated as a value of `type`'s schema (compiled once per session
+    /// and type) and decoded into it.
+    /// - Throws: `SessionError.undecodable` when `type`'s `Decodable` disagrees with its schema.
+    public func respond<Value: GuidedGenerable>(to prompt: String, generating type: Value.Type,
+                                                options: GenerationOptions = GenerationOptions()) async throws -> Value {
+        let constraint = lock.withLock {
+            if let known = constraints[ObjectIdentifier(type)] { return known }
+            let compiled = TokenConstraint(schema: Value.generationSchema, tokenizer: tokenizer)
+            constraints[ObjectIdentifier(type)] = compiled
+            return compiled
+        }
+        let text = try await respond(to: prompt, constraint: constraint, options: options)
+        do {
+            return try JSONDecoder().decode(type, from: Data(text.utf8))
+        } catch {
+            throw SessionError.undecodable(type: String(describing: type), reason: "\(error)")
+        }
+    }
+
+    /// The answer to `prompt` generated on the calling thread, each token handed to `onToken` as
+    /// it comes (generation stops after a token for which it returns false); what `streamResponse`
+    /// runs, for callers outside Swift concurrency.
+    public func respond(to prompt: String, constraint: TokenConstraint? = nil, options: GenerationOptions,
+                        onToken: (GeneratedToken) -> Bool) throws {
+        let stop = StopFlag()
+        try respond(to: prompt, constraint: constraint, options: options, stop: stop) { token in
+            if !onToken(token) { stop.set() }
+        }
+    }
+
     /// Generates the answer to `prompt` on the calling thread, handing each token to `emit`.
-    func respond(to prompt: String, options: GenerationOptions, stop: StopFlag, emit: (GeneratedToken) -> Void) throws {
+    func respond(to prompt: String, constraint: TokenConstraint? = nil, options: GenerationOptions, stop: StopFlag,
+                 emit: (GeneratedToken) -> Void) throws {
         try lock.withLock { () throws in
             guard !responding else { throw SessionError.busy }
             responding = true
         }
         defer { lock.withLock { responding = false } }
-        guard options.maximumTokens >= 1 else { throw SessionError.invalidOptions(reason: "maximumTokens is \(options.maximumTokens), at least 1 needed") }
+        let fewest = max(1, constraint?.minimumTokens ?? 1)
+        guard options.maximumTokens >= fewest else {
+            throw SessionError.invalidOptions(reason: "maximumTokens is \(options.maximumTokens), at least \(fewest) needed")
+        }
         var sampler: TokenSampler
         do {
             sampler = try TokenSampler(temperature: options.temperature, topP: options.topP, seed: options.seed)
@@ -151,11 +196,22 @@ public final class LanguageModelSession: @unchecked Sendable {
         state.position = reused
         cached = Array(tokens[..<reused])
         var next: Int32 = 0
+        var structure = constraint?.start ?? 0, generated = 0
+        var masked = [Float](repeating: 0, count: constraint == nil ? 0 : model.config.vocabularySize)
+        /// The next token from `logits`, among those the constraint allows.
+        func pick(_ logits: UnsafeBufferPointer<Float>) -> Int32 {
+            guard let constraint else { return sampler.next(logits) }
+            return masked.withUnsafeMutableBufferPointer { buffer in
+                for index in buffer.indices { buffer[index] = logits[index] }
+                constraint.mask(buffer, state: structure, remaining: options.maximumTokens - generated, endOfGeneration: tokenizer.endOfGeneration)
+                return sampler.next(UnsafeBufferPointer(buffer))
+            }
+        }
         let fresh = Array(tokens[reused...])
-        try model.evaluate(fresh, state: state, logitRows: (fresh.count - 1)..<fresh.count) { _, logits in next = sampler.next(logits) }
+        try model.evaluate(fresh, state: state, logitRows: (fresh.count - 1)..<fresh.count) { _, logits in next = pick(logits) }
         cached = tokens
         var stream = UTF8Stream()
-        var answer = "", generated = 0, last: Int32?
+        var answer = "", last: Int32?
         while !tokenizer.endOfGeneration.contains(next), !stop.isSet, !Task.isCancelled {
             let token = next
             let text = stream.append(tokenizer.bytes(of: token))
@@ -163,8 +219,12 @@ public final class LanguageModelSession: @unchecked Sendable {
             emit(GeneratedToken(id: token, text: text))
             last = token
             generated += 1
+            if let constraint {
+                structure = constraint.advance(structure, by: token)
+                if constraint.isFinished(structure) { break }
+            }
             guard generated < options.maximumTokens, state.position < state.capacity else { break }
-            try model.evaluate([token], state: state, logitRows: 0..<1) { _, logits in next = sampler.next(logits) }
+            try model.evaluate([token], state: state, logitRows: 0..<1) { _, logits in next = pick(logits) }
             cached.append(token)
         }
         let rest = stream.finish()
