@@ -59,7 +59,11 @@ var guided = (tokens: 0, seconds: 0.0), free = (tokens: 0, seconds: 0.0)
 for prompt in prompts {
     let held = try answer(prompt, constraint: constraint)
     let loose = try answer(prompt, constraint: nil)
-    if (try? JSONSerialization.jsonObject(with: Data(held.text.utf8))) != nil { valid += 1 }
+    if (try? JSONSerialization.jsonObject(with: Data(held.text.utf8))) != nil {
+        valid += 1
+    } else {
+        FileHandle.standardError.write(Data("not JSON (\(held.tokens) tokens) for \(prompt): \(held.text)\n".utf8))
+    }
     if (try? JSONDecoder().decode(VocabularyCard.self, from: Data(held.text.utf8))) != nil { decoded += 1 }
     guided.tokens += max(held.tokens - 1, 0)
     guided.seconds += held.seconds

@@ -2,12 +2,14 @@
 /// automaton, the tokens whose bytes it accepts (a bit per token), so that each generated token
 /// costs one mask over the logits and a walk of its own bytes.
 ///
-/// Compiling makes every automaton state and walks the vocabulary's byte trie from each, pruning
-/// at the first refused byte: O(states × trie nodes reached). Special tokens (`<|im_end|>`…) are
-/// never allowed inside the value; the end-of-generation tokens only once the value is complete.
-/// Near the end of a token budget, only tokens after which the value can still be completed in
-/// the tokens left are allowed (every byte is a token of a byte-level BPE vocabulary, so one
-/// always is): a generated value is complete whenever `maximumTokens` ≥ `minimumTokens`.
+/// Compiling makes every automaton state, walks the vocabulary's byte trie from each (pruning at
+/// the first refused byte), and finds each state's fewest tokens to a complete value (a
+/// breadth-first search backwards over the token transitions); a token is allowed when the
+/// automaton takes its bytes and a complete value can still follow it in tokens: O(states × trie
+/// nodes reached), twice. Special tokens (`<|im_end|>`…) are never allowed inside the value;
+/// the end-of-generation tokens only once the value is complete. Near the end of a token budget,
+/// only tokens after which the value can be completed in the tokens left are allowed, so a
+/// generated value is complete whenever `maximumTokens` ≥ `minimumTokens`.
 public final class TokenConstraint: @unchecked Sendable {
     public let schema: JSONSchema
     private let automaton: ByteAutomaton
@@ -16,15 +18,15 @@ public final class TokenConstraint: @unchecked Sendable {
     /// Per state, the allowed tokens as bits (`words` words each).
     private let masks: [UInt64]
     private let words: Int
-    /// Per state, the largest distance to acceptance after an allowed token.
+    /// Per state, the fewest tokens to a complete value (`Int.max` when none can follow).
+    private let distance: [Int]
+    /// Per state, the largest `distance` after an allowed token.
     private let furthest: [Int]
-    /// Whether every byte has a single-byte token (what finishing within a budget relies on).
-    private let everyByteIsAToken: Bool
 
     /// The number of automaton states.
     public var stateCount: Int { automaton.states.count }
-    /// The fewest tokens a complete value takes (its bytes, one token each at worst).
-    public var minimumTokens: Int { automaton.distance[0] }
+    /// The fewest tokens a complete value takes.
+    public var minimumTokens: Int { distance[Int(automaton.start)] }
 
     /// Compiles `schema` for `tokenizer`'s vocabulary.
     public init(schema: JSONSchema, tokenizer: BPETokenizer) {
@@ -35,13 +37,31 @@ public final class TokenConstraint: @unchecked Sendable {
         let tokenBytes = (0..<tokenizer.tokens.count).map { special.contains(Int32($0)) ? [] : tokenizer.bytes(of: Int32($0)) }
         let trie = ByteTrie(tokenBytes)
         let words = (tokenBytes.count + 63) / 64
+        let complete = automaton
+        // The states one token leads to, backwards, then the fewest tokens from each state to acceptance.
+        var predecessors = [Set<Int32>](repeating: [], count: count)
+        for state in 0..<count {
+            var ends = Set<Int32>()
+            trie.walk(from: Int32(state), step: complete.transition) { _, end in ends.insert(end) }
+            for end in ends { predecessors[Int(end)].insert(Int32(state)) }
+        }
+        var distance = (0..<count).map { complete.accepting[$0] ? 0 : Int.max }
+        var queue = (0..<count).filter { complete.accepting[$0] }, head = 0
+        while head < queue.count {
+            let state = queue[head]
+            head += 1
+            for previous in predecessors[state] where distance[Int(previous)] == Int.max {
+                distance[Int(previous)] = distance[state] + 1
+                queue.append(Int(previous))
+            }
+        }
         var masks = [UInt64](repeating: 0, count: count * words)
         var furthest = [Int](repeating: 0, count: count)
-        let complete = automaton
         for state in 0..<count {
             trie.walk(from: Int32(state), step: complete.transition) { token, end in
+                guard distance[Int(end)] != Int.max else { return }
                 masks[state * words + token / 64] |= 1 << UInt64(token % 64)
-                furthest[state] = max(furthest[state], complete.distance[Int(end)])
+                furthest[state] = max(furthest[state], distance[Int(end)])
             }
         }
         self.tokenBytes = tokenBytes
@@ -49,9 +69,12 @@ public final class TokenConstraint: @unchecked Sendable {
         self.words = words
         self.automaton = complete
         self.masks = masks
+        self.distance = distance
         self.furthest = furthest
-        everyByteIsAToken = Set(tokenBytes.filter { $0.count == 1 }.map { $0[0] }).count == 256
     }
+
+    /// The fewest tokens from `state` to a complete value (`Int.max` when none can follow).
+    func tokensToComplete(_ state: Int32) -> Int { distance[Int(state)] }
 
     /// The state after the start.
     public var start: Int32 { automaton.start }
@@ -70,13 +93,12 @@ public final class TokenConstraint: @unchecked Sendable {
     /// complete), with `remaining` tokens left including this one.
     public func mask(_ logits: UnsafeMutableBufferPointer<Float>, state: Int32, remaining: Int, endOfGeneration: Set<Int32>) {
         let row = Int(state) * words
-        let tight = remaining - 1 < furthest[Int(state)] && everyByteIsAToken
         var allowed = [UInt64](masks[row..<(row + words)])
-        if tight {
+        if remaining - 1 < furthest[Int(state)] {
             // Only tokens after which the value can still be finished in the tokens left.
             allowed = [UInt64](repeating: 0, count: words)
             trie.walk(from: state, step: automaton.transition) { token, end in
-                if automaton.distance[Int(end)] <= remaining - 1 { allowed[token / 64] |= 1 << UInt64(token % 64) }
+                if distance[Int(end)] <= remaining - 1 { allowed[token / 64] |= 1 << UInt64(token % 64) }
             }
         }
         let complete = automaton.accepting[Int(state)]
