@@ -32,7 +32,8 @@ enum EmbedCommand {
         let activations = try RuntimeArguments.activations(arguments, command: spec.name)
         let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
         let (runtime, architecture) = try RuntimeArguments.runtime(arguments, location: location,
-                                                                   options: RuntimeOptions(threads: threads, activations: activations))
+                                                                   options: RuntimeOptions(threads: threads, activations: activations,
+                                                                                          specialization: SpecializationCache(createsEntries: false)))
         guard let encoder = runtime as? any SentenceEmbeddingRuntime else {
             throw ModelError.wrongCapability(architecture: type(of: architecture).name, needed: "sentence embeddings")
         }

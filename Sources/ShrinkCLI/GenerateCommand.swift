@@ -33,7 +33,7 @@ enum GenerateCommand {
         guard let seed = UInt64(arguments.value("--seed") ?? "0") else {
             throw UsageError(command: spec.name, message: "--seed takes a whole number ≥ 0, not '\(arguments.value("--seed")!)'")
         }
-        let (decoder, _) = try PerplexityCommand.openDecoder(arguments.value("--model"), options: RuntimeOptions(threads: threads))
+        let (decoder, _) = try PerplexityCommand.openDecoder(arguments.value("--model"), options: RuntimeOptions(threads: threads, specialization: SpecializationCache(createsEntries: false)))
         guard let tokenizer = decoder.tokenizer else {
             throw ModelError.notRunnable(architecture: decoder.architecture, reason: "generation needs a tokenizer (a GGUF file's, or tokenizer.json next to config.json)")
         }

@@ -32,7 +32,8 @@ enum PerplexityCommand {
         let threads = try arguments.positiveInteger("--threads", default: ProcessInfo.processInfo.activeProcessorCount, command: spec.name)
         let textPath = arguments.value("--text") ?? Perplexity.defaultText
         let activations = try RuntimeArguments.activations(arguments, command: spec.name)
-        let (decoder, modelPath) = try openDecoder(arguments.value("--model"), options: RuntimeOptions(threads: threads, activations: activations))
+        let (decoder, modelPath) = try openDecoder(arguments.value("--model"), options: RuntimeOptions(threads: threads, activations: activations,
+                                                                                                 specialization: SpecializationCache(createsEntries: false)))
         guard let tokenizer = decoder.tokenizer else {
             throw ModelError.notRunnable(architecture: decoder.architecture, reason: "perplexity needs a tokenizer (a GGUF file's, or tokenizer.json next to config.json)")
         }

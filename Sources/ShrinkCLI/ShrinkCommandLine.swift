@@ -6,7 +6,7 @@
 public enum ShrinkCommandLine {
     /// Every command, in the order `shrink --help` lists them.
     static let commands: [ShrinkCommand] = [
-        InspectCommand.command, CompressCommand.command, DecompressCommand.command, ExportCommand.command, EmbedCommand.command, PerplexityCommand.command, GenerateCommand.command, TokenizeCommand.command, CompareCommand.command,
+        InspectCommand.command, SpecializeCommand.command, CompressCommand.command, DecompressCommand.command, ExportCommand.command, EmbedCommand.command, PerplexityCommand.command, GenerateCommand.command, TokenizeCommand.command, CompareCommand.command,
         MergeCommand.command, GateCommand.command, CalibrateCommand.command, SensitivityCommand.command, SearchCommand.command,
     ]
 

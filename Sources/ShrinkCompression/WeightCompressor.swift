@@ -34,6 +34,9 @@ public enum WeightCompressor {
                 throw .invalidWeight(tensor: name, reason: "importance must be one finite non-negative value per element")
             }
         }
+        // Calibrated passes give the same bytes at any thread count only with OpenBLAS on one thread.
+        if config.isCalibrated { BLASThreads.enterSingleThreaded() }
+        defer { if config.isCalibrated { BLASThreads.leave() } }
         if let rotate = config.rotate {
             return try encodeRotated(name: name, values: values, tensor: tensor, config: config, rotate: rotate, importance: importance,
                                      correlation: consume correlation, threads: threads)

@@ -33,6 +33,13 @@ public final class WeightArena: @unchecked Sendable {
         self.chunkBytes = chunkBytes
     }
 
+    /// An arena that owns `bytes` at `base`, mapped elsewhere with `mmap` (a cache file), and
+    /// unmaps them when it goes; its own allocations take new mappings.
+    public init(adopting base: UnsafeMutableRawPointer, bytes: Int) {
+        chunkBytes = 0
+        mappings = [(base, bytes)]
+    }
+
     /// `count` zeroed values of `T`, 64-byte aligned, valid as long as the arena.
     public func allocate<T>(_ type: T.Type = T.self, count: Int) -> UnsafeMutableBufferPointer<T> {
         precondition(MemoryLayout<T>.alignment <= Self.alignment, "WeightArena: \(T.self) needs more than 64-byte alignment")

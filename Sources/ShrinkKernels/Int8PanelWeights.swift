@@ -256,6 +256,88 @@ public final class Int8PanelWeights: @unchecked Sendable {
         (self.scales, self.offsets) = (arena.copy(scales), arena.copy(offsets))
     }
 
+    /// What `init(restoring:buffers:arena:)` needs besides the buffers: the shape and the layout choices.
+    package struct Layout: Equatable, Sendable {
+        package let rows, columns: Int
+        package let kernelLayout: Int32
+        package let blocksPerWeightBlock: Int
+        package let isExact, hasCenteredBytes: Bool
+        /// The half-block form's zero and activation blocks per super-block, when it has one.
+        package let halfBlocks: (zero: Int32, blocksPerSuper: Int)?
+
+        package init(rows: Int, columns: Int, kernelLayout: Int32, blocksPerWeightBlock: Int, isExact: Bool, hasCenteredBytes: Bool,
+                     halfBlocks: (zero: Int32, blocksPerSuper: Int)?) {
+            (self.rows, self.columns, self.kernelLayout, self.blocksPerWeightBlock) = (rows, columns, kernelLayout, blocksPerWeightBlock)
+            (self.isExact, self.hasCenteredBytes, self.halfBlocks) = (isExact, hasCenteredBytes, halfBlocks)
+        }
+
+        package static func == (a: Layout, b: Layout) -> Bool {
+            a.rows == b.rows && a.columns == b.columns && a.kernelLayout == b.kernelLayout && a.blocksPerWeightBlock == b.blocksPerWeightBlock
+                && a.isExact == b.isExact && a.hasCenteredBytes == b.hasCenteredBytes && a.halfBlocks?.zero == b.halfBlocks?.zero
+                && a.halfBlocks?.blocksPerSuper == b.halfBlocks?.blocksPerSuper
+        }
+    }
+
+    /// The names of the buffers a repacked weight may hold (`buffers`).
+    package static let bufferNames = ["codes", "luts", "low_plane", "scales", "offsets", "zero_points", "multipliers", "channel_scales",
+                                      "half_multipliers", "half_super_scales", "half_offset_multipliers", "half_offset_super_scales"]
+
+    /// The layout and every buffer by name (those it has), as `init(restoring:buffers:arena:)` takes them back.
+    package var stored: (layout: Layout, buffers: [String: UnsafeRawBufferPointer]) {
+        var buffers: [String: UnsafeRawBufferPointer] = ["codes": UnsafeRawBufferPointer(codes), "scales": UnsafeRawBufferPointer(scales),
+                                                         "offsets": UnsafeRawBufferPointer(offsets)]
+        buffers["luts"] = luts.map { UnsafeRawBufferPointer($0) }
+        buffers["low_plane"] = lowPlane.map { UnsafeRawBufferPointer($0) }
+        buffers["zero_points"] = zeroPoints.map { UnsafeRawBufferPointer($0) }
+        buffers["multipliers"] = multipliers.map { UnsafeRawBufferPointer($0) }
+        buffers["channel_scales"] = channelScales.map { UnsafeRawBufferPointer($0) }
+        if let halfBlocks {
+            buffers["half_multipliers"] = UnsafeRawBufferPointer(halfBlocks.multipliers)
+            buffers["half_super_scales"] = UnsafeRawBufferPointer(halfBlocks.superScales)
+            buffers["half_offset_multipliers"] = halfBlocks.offsets.map { UnsafeRawBufferPointer($0.multipliers) }
+            buffers["half_offset_super_scales"] = halfBlocks.offsets.map { UnsafeRawBufferPointer($0.superScales) }
+        }
+        let layout = Layout(rows: rows, columns: columns, kernelLayout: kernelLayout, blocksPerWeightBlock: blocksPerWeightBlock, isExact: isExact,
+                            hasCenteredBytes: hasCenteredBytes, halfBlocks: halfBlocks.map { ($0.zero, $0.blocksPerSuper) })
+        return (layout, buffers)
+    }
+
+    /// A repacked weight over `buffers` as `stored` gave them (memory `arena` keeps alive, such as
+    /// a mapped cache file), without repacking; `nil` when the codes' size is not what the layout
+    /// needs or a buffer the layout reads is missing.
+    package init?(restoring layout: Layout, buffers: [String: UnsafeMutableRawBufferPointer], arena: WeightArena) {
+        func buffer<T>(_ name: String, _ type: T.Type) -> UnsafeMutableBufferPointer<T>? {
+            buffers[name].map { UnsafeMutableBufferPointer(start: $0.baseAddress?.assumingMemoryBound(to: T.self), count: $0.count / MemoryLayout<T>.stride) }
+        }
+        guard layout.rows >= 1, layout.columns >= 1, layout.blocksPerWeightBlock >= 1, let codes = buffer("codes", UInt8.self),
+              let scales = buffer("scales", Float.self), let offsets = buffer("offsets", Float.self) else { return nil }
+        rows = layout.rows
+        columns = layout.columns
+        paddedColumns = max(32, (columns + 31) / 32 * 32)
+        panels = (rows + 15) / 16
+        kernelLayout = layout.kernelLayout
+        packedBits = shrink_panel_bytes(32, layout.kernelLayout) / 64
+        blocksPerWeightBlock = layout.blocksPerWeightBlock
+        weightBlocks = (paddedColumns / 32 + blocksPerWeightBlock - 1) / blocksPerWeightBlock
+        isExact = layout.isExact
+        hasCenteredBytes = layout.hasCenteredBytes
+        (self.codes, self.scales, self.offsets) = (codes, scales, offsets)
+        luts = buffer("luts", UInt8.self)
+        lowPlane = buffer("low_plane", UInt8.self)
+        zeroPoints = buffer("zero_points", UInt8.self)
+        multipliers = buffer("multipliers", UInt8.self)
+        channelScales = buffer("channel_scales", Float.self)
+        if let half = layout.halfBlocks {
+            guard let multipliers = buffer("half_multipliers", Int8.self), let superScales = buffer("half_super_scales", Float.self) else { return nil }
+            let offsets = buffer("half_offset_multipliers", UInt8.self).flatMap { m in buffer("half_offset_super_scales", Float.self).map { (m, $0) } }
+            halfBlocks = HalfBlocks(multipliers: multipliers, superScales: superScales, offsets: offsets, zero: half.zero, blocksPerSuper: half.blocksPerSuper)
+        } else {
+            halfBlocks = nil
+        }
+        self.arena = arena
+        guard codes.count == panels * shrink_panel_bytes(paddedColumns, kernelLayout) else { return nil }
+    }
+
     /// Integer block scales laid out for the kernels, when every `(q − z) · m + 128` of 4-bit codes
     /// fits a byte (`z · m ≤ 128`, `(15 − z) · m ≤ 127`); else `nil`.
     static func panelMultipliers(_ integerScales: (multipliers: [UInt8], rowScales: [Float]), zeroPoints: [UInt8],

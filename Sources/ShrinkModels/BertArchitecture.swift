@@ -105,14 +105,18 @@ public final class SentenceEncoder: SentenceEmbeddingRuntime, @unchecked Sendabl
     /// the vocabulary and pooling come from `files.folder`.
     /// - Throws: `ModelError` naming the tensor or file at fault.
     public let functions: [FunctionDescriptor]
+    /// Whether this load mapped its panels from the specialization cache or wrote them there.
+    public let specializationOutcome: WeightSource.SpecializationOutcome
 
     public init(architecture: BertArchitecture, files: ModelFiles, options: RuntimeOptions) throws {
         guard let folder = files.folder else {
             throw ModelError.invalidFile(path: files.store.path, reason: "a BERT model needs its folder (vocab.txt, pooling config)")
         }
         try architecture.validate(files.store)
-        encoder = try BertEncoder(config: architecture.config, pooling: try SentencePooling(folder: folder),
-                                  source: WeightSource(store: files.store, options: options))
+        let source = WeightSource(store: files.store, options: options)
+        encoder = try BertEncoder(config: architecture.config, pooling: try SentencePooling(folder: folder), source: source)
+        source.saveSpecialization()
+        specializationOutcome = source.specializationOutcome
         let vocabulary = folder + "/vocab.txt"
         tokenizer = try WordPieceTokenizer(vocabularyFile: vocabulary,
                                            maximumLength: min(BertArchitecture.longestInput, architecture.config.maxPositions))

@@ -63,9 +63,9 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
 /// re-tokenized each turn and the cache kept up to the first token that differs).
 ///
 /// One response at a time per session (`SessionError.busy` otherwise); any number of sessions
-/// may share one `LlamaDecoder` and respond at once. Cancelling the consuming task, or leaving
-/// the stream early, stops generation after the current token; the transcript then holds the
-/// answer so far.
+/// may share one `LlamaDecoder` and respond at once. Each streamed answer is generated on a
+/// thread of its own; cancelling the consuming task, or leaving the stream early, stops it after
+/// the current token, and the transcript then holds the answer so far.
 public final class LanguageModelSession: @unchecked Sendable {
     public let model: LlamaDecoder
     /// The system message (nil: the template's default).
@@ -118,7 +118,10 @@ public final class LanguageModelSession: @unchecked Sendable {
                                options: GenerationOptions = GenerationOptions()) -> AsyncThrowingStream<GeneratedToken, Error> {
         AsyncThrowingStream { continuation in
             let stop = StopFlag()
-            let task = Task.detached { [self] in
+            continuation.onTermination = { _ in stop.set() }
+            // Decoding blocks for the whole answer: a thread of its own keeps it off Swift
+            // concurrency's cooperative pool, whose few threads the consumer needs to run.
+            let thread = Thread { [self] in
                 do {
                     try respond(to: prompt, constraint: constraint, options: options, stop: stop) { continuation.yield($0) }
                     continuation.finish()
@@ -126,10 +129,8 @@ public final class LanguageModelSession: @unchecked Sendable {
                     continuation.finish(throwing: error)
                 }
             }
-            continuation.onTermination = { _ in
-                stop.set()
-                task.cancel()
-            }
+            thread.stackSize = 8 << 20
+            thread.start()
         }
     }
 
@@ -212,7 +213,7 @@ public final class LanguageModelSession: @unchecked Sendable {
         cached = tokens
         var stream = UTF8Stream()
         var answer = "", last: Int32?
-        while !tokenizer.endOfGeneration.contains(next), !stop.isSet, !Task.isCancelled {
+        while !tokenizer.endOfGeneration.contains(next), !stop.isSet {
             let token = next
             let text = stream.append(tokenizer.bytes(of: token))
             answer += text

@@ -230,8 +230,11 @@ extension LlamaFamilyArchitecture {
                 tokenizer = try BPETokenizer(metadata: metadata)
             }
         }
-        return try LlamaDecoder(config: config, architecture: Self.name, perHeadNorms: Self.perHeadNorms,
-                                source: WeightSource(store: files.store, options: options), tokenizer: tokenizer)
+        let source = WeightSource(store: files.store, options: options)
+        let decoder = try LlamaDecoder(config: config, architecture: Self.name, perHeadNorms: Self.perHeadNorms, source: source, tokenizer: tokenizer)
+        source.saveSpecialization()
+        decoder.specializationOutcome = source.specializationOutcome
+        return decoder
     }
 }
 

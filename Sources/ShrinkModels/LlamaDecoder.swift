@@ -20,6 +20,8 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
     public let threads: Int
     /// The float kernels (attention and SwiGLU).
     let kernels: KernelVariant
+    /// Whether this load mapped its panels from the specialization cache or wrote them there.
+    public internal(set) var specializationOutcome = WeightSource.SpecializationOutcome.unused
 
     struct Layer {
         let attentionNorm: RMSNormWeights

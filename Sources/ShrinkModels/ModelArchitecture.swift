@@ -79,14 +79,18 @@ public struct RuntimeOptions: Sendable {
     public var integerKernels: IntegerKernelVariant
     /// Sees the inputs of every linear layer the runtime runs (calibration).
     public var observer: (any LinearInputObserver)?
+    /// Where the repacked integer panels of int8 layers are kept between loads (nil: repacked every load).
+    public var specialization: SpecializationCache?
 
     public init(threads: Int = ProcessInfo.processInfo.activeProcessorCount, activations: ActivationPrecision = .int8,
-                kernels: KernelVariant = .best, integerKernels: IntegerKernelVariant = .best, observer: (any LinearInputObserver)? = nil) {
+                kernels: KernelVariant = .best, integerKernels: IntegerKernelVariant = .best, observer: (any LinearInputObserver)? = nil,
+                specialization: SpecializationCache? = nil) {
         self.threads = threads
         self.activations = activations
         self.kernels = kernels
         self.integerKernels = integerKernels
         self.observer = observer
+        self.specialization = specialization
     }
 }
 
@@ -198,8 +202,10 @@ extension ModelArchitecture {
         for name in store.names where table[name] == nil {
             throw .invalidWeight(tensor: name, reason: "in \(store.path) is not a tensor of a \(Self.name) model with this configuration")
         }
+        // Shapes from the descriptors: nothing is decoded to check them.
+        let stored = Dictionary(store.descriptors.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         for expected in tensorTable {
-            guard let tensor = store.tensor(named: expected.name) else {
+            guard let tensor = stored[expected.name] else {
                 if expected.required { throw .invalidWeight(tensor: expected.name, reason: "missing from \(store.path)") }
                 continue
             }

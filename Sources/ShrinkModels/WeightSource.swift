@@ -77,6 +77,24 @@ public final class WeightSource: @unchecked Sendable {
     /// Every linear layer built from this source so far, in order.
     public private(set) var linearExecutions: [LinearLayerExecution] = []
 
+    /// What became of the specialization cache for this load.
+    public enum SpecializationOutcome: Equatable, Sendable {
+        /// No cache asked for, or nothing to cache (fp32 activations).
+        case unused
+        /// The layers' panels were mapped from the cache's entry.
+        case mapped
+        /// The panels were repacked and an entry written (`rebuilt`: over a stale or corrupt one).
+        case written(rebuilt: Bool)
+        /// The panels were repacked and no entry written (`reason`: none asked for, or the write failed).
+        case repacked(reason: String)
+    }
+
+    public private(set) var specializationOutcome = SpecializationOutcome.unused
+    /// The cache, the model's key in it, and the entry this load maps, if any.
+    private var specialization: (cache: SpecializationCache, key: String, entry: SpecializedPanels?, stale: Bool)?
+    /// The panels repacked by this load, by tensor, for a new entry.
+    private var repacked: [(name: String, weights: Int8PanelWeights)] = []
+
     /// Serves the tensors of `store`; encoded layers will use `options.threads` threads and compute
     /// in `options.activations` precision; `options.observer`, if any, sees every linear layer's inputs.
     public init(store: any TensorStore, options: RuntimeOptions) {
@@ -86,6 +104,32 @@ public final class WeightSource: @unchecked Sendable {
         activations = options.activations
         kernels = options.kernels
         integerKernels = options.integerKernels
+        if let cache = options.specialization, options.activations == .int8,
+           let key = try? SpecializationCache.key(modelPath: store.path, variant: options.integerKernels) {
+            let path = cache.entryPath(key: key)
+            let exists = FileManager.default.fileExists(atPath: path)
+            let entry = exists ? try? SpecializedPanels(path: path, key: key) : nil
+            specialization = (cache, key, entry, exists && entry == nil)
+            if entry != nil { specializationOutcome = .mapped }
+        }
+    }
+
+    /// Writes the cache entry of this load's repacked panels when the cache creates entries or
+    /// the entry found was stale or corrupt; a failed write leaves the load as it is
+    /// (`specializationOutcome` says why). Call once every layer is built.
+    public func saveSpecialization() {
+        guard let specialization, specialization.entry == nil, !repacked.isEmpty else { return }
+        guard specialization.cache.createsEntries || specialization.stale else {
+            specializationOutcome = .repacked(reason: "no entry, and the cache only maps existing ones")
+            return
+        }
+        do {
+            try SpecializedPanels.write(repacked, key: specialization.key, to: specialization.cache.entryPath(key: specialization.key))
+            specializationOutcome = .written(rebuilt: specialization.stale)
+        } catch {
+            specializationOutcome = .repacked(reason: "\(error)")
+        }
+        repacked = []
     }
 
     /// Opens `path` (any format `TensorStores.open` reads, memory-mapped) with the given options
@@ -139,9 +183,16 @@ public final class WeightSource: @unchecked Sendable {
 
     func plainLinear(_ name: String, out: Int, in inputs: Int) throws(ModelError) -> any LinearOperator {
         let bias = try denseTensor(name + ".bias") == nil ? nil : try floats(name + ".bias", shape: [out])
+        // A cache entry holds the panels of this file's own (content-keyed) tensors, so the tensor is not decoded for them.
+        if let restored = specialization?.entry?.panels(for: name + ".weight"), restored.rows == out, restored.columns == inputs {
+            return Int8ActivationLinear(weights: restored, bias: bias, threads: threads, variant: integerKernels)
+        }
         if let weight = encodedTensor(name + ".weight") {
             try checkShape(weight, [out, inputs])
-            return activations.linear(weight: weight, bias: bias, threads: threads, kernels: kernels, integerKernels: integerKernels, arena: arena)
+            let built = activations.linear(weight: weight, bias: bias, threads: threads, kernels: kernels, integerKernels: integerKernels, arena: arena)
+            // Rotated weights keep their rotation outside the panels: they are repacked every load.
+            if specialization != nil, let panels = (built as? Int8ActivationLinear)?.weights { repacked.append((weight.name, panels)) }
+            return built
         }
         if let tensor = try denseTensor(name + ".weight"), tensor.dtype == .f16 || tensor.dtype == .bf16 {
             return try halfPrecisionLinear(name + ".weight", tensor, out: out, in: inputs, bias: bias)

@@ -62,10 +62,14 @@ import ShrinkTestSupport
     /// answers again. The same seed samples the same tokens.
     @Test func cancellationStopsAndSeedsRepeat() async throws {
         let decoder = try Self.decoder()
+        let story = "Write a long story about a dragon.", budget = GenerationOptions(maximumTokens: 160)
+        let whole = try LanguageModelSession(model: decoder, capacity: 512)
+        _ = try await whole.respond(to: story, options: budget)
+        #expect(whole.lastResponse?.generatedTokens == 160, "the uncancelled answer fills the budget")
         let session = try LanguageModelSession(model: decoder, capacity: 512)
         var seen = ""
         var count = 0
-        for try await token in session.streamResponse(to: "Write a long story about a dragon.", options: GenerationOptions(maximumTokens: 400)) {
+        for try await token in session.streamResponse(to: story, options: budget) {
             seen += token.text
             count += 1
             if count == 3 { break }
@@ -79,7 +83,7 @@ import ShrinkTestSupport
             try await Task.sleep(nanoseconds: 10_000_000)
         }
         #expect(answer.hasPrefix(seen) && !seen.isEmpty)
-        #expect((session.lastResponse?.generatedTokens ?? 400) < 400)
+        #expect((session.lastResponse?.generatedTokens ?? 160) < 160)
         let sampled = GenerationOptions(maximumTokens: 16, temperature: 0.9, topP: 0.95, seed: 7)
         let one = try await LanguageModelSession(model: decoder, capacity: 256).respond(to: "Tell me a joke.", options: sampled)
         let two = try await LanguageModelSession(model: decoder, capacity: 256).respond(to: "Tell me a joke.", options: sampled)

@@ -1,0 +1,230 @@
+import Foundation
+import ShrinkCore
+import ShrinkIO
+import ShrinkKernels
+
+/// What a model's load prepares for this CPU, kept on disk: every linear layer's repacked integer
+/// panels (`Int8PanelWeights`), so that a later load maps them instead of repacking.
+///
+/// An entry is a file named by its key: a 64-bit hash of the model file's bytes and its size, the
+/// integer kernel variant and `layoutVersion`. It holds a magic, a header (JSON: the key and, per
+/// tensor, its layout and where each buffer lies), a checksum of header and data, and the
+/// buffers, each 64-byte aligned. Loading maps the file, checks magic, checksum and key, and
+/// gives up on any mismatch: a stale or corrupt entry is rebuilt, never trusted. Entries are
+/// written atomically (`AtomicFile`).
+public final class SpecializationCache: @unchecked Sendable {
+    /// Changes whenever the panels' layouts or this format change, so that older entries go stale.
+    public static let layoutVersion = 1
+    static let magic = Array("SHRKSPC1".utf8)
+
+    public let directory: String
+    /// Whether a load without an entry writes one (else only existing entries are used and stale
+    /// ones rebuilt).
+    public let createsEntries: Bool
+
+    /// `$SHRINK_SPECIALIZATION_CACHE`, else `~/.cache/shrink/specialized`.
+    public static var defaultDirectory: String {
+        ProcessInfo.processInfo.environment["SHRINK_SPECIALIZATION_CACHE"] ?? NSHomeDirectory() + "/.cache/shrink/specialized"
+    }
+
+    public init(directory: String = SpecializationCache.defaultDirectory, createsEntries: Bool = true) {
+        self.directory = directory
+        self.createsEntries = createsEntries
+    }
+
+    /// Whether a model's entry can be used.
+    public enum Status: Equatable, Sendable {
+        case ready
+        case missing
+        case stale(reason: String)
+    }
+
+    /// The key of the model file at `modelPath` for `variant`: hash and size of its bytes, the
+    /// variant and the layout version. Reads the whole file once (memory-mapped).
+    public static func key(modelPath: String, variant: IntegerKernelVariant) throws(ShrinkIOError) -> String {
+        let (hash, size) = try MappedFile.hash(path: modelPath)
+        return String(format: "%016llx-%llu-%@-v%d", hash, UInt64(size), variant.rawValue, layoutVersion)
+    }
+
+    func entryPath(key: String) -> String { directory + "/" + key + ".panels" }
+
+    /// Whether the model at `modelPath` has a usable entry for `variant`, without loading the model.
+    public func status(modelPath: String, variant: IntegerKernelVariant = .best) -> Status {
+        do {
+            let key = try Self.key(modelPath: modelPath, variant: variant)
+            guard FileManager.default.fileExists(atPath: entryPath(key: key)) else { return .missing }
+            _ = try SpecializedPanels(path: entryPath(key: key), key: key)
+            return .ready
+        } catch {
+            return .stale(reason: "\(error)")
+        }
+    }
+}
+
+/// The panels of one cache entry, mapped: `panels(for:)` gives each tensor's, valid as long as
+/// this value (its arena owns the mapping).
+final class SpecializedPanels: @unchecked Sendable {
+    let arena: WeightArena
+    private let entries: [String: (layout: Int8PanelWeights.Layout, buffers: [String: UnsafeMutableRawBufferPointer])]
+
+    /// Maps and checks the entry at `path`.
+    /// - Throws: `ShrinkIOError.invalidHeader` for a short file, another magic, a checksum or key mismatch, or a bad header.
+    init(path: String, key: String) throws(ShrinkIOError) {
+        func fail(_ reason: String) -> ShrinkIOError { .invalidHeader(path: path, reason: reason) }
+        let (base, size) = try MappedFile.map(path: path)
+        arena = WeightArena(adopting: base, bytes: size)
+        let bytes = UnsafeRawBufferPointer(start: base, count: size)
+        guard size >= 24, Array(bytes[0..<8]) == SpecializationCache.magic else { throw fail("not a specialization cache entry") }
+        let headerBytes = Int(bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+        guard headerBytes <= size - 24 else { throw fail("the header runs past the end") }
+        guard bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self) == ContentHash.of(UnsafeRawBufferPointer(rebasing: bytes[24...])) else {
+            throw fail("checksum mismatch (a corrupt or partly written entry)")
+        }
+        let header: JSONValue
+        do { header = try JSONValue.parse(UnsafeRawBufferPointer(rebasing: bytes[24..<(24 + headerBytes)])) } catch { throw fail("header: \(error)") }
+        guard header.member("key")?.stringValue == key else { throw fail("made for another model, kernel variant or layout version") }
+        var entries: [String: (Int8PanelWeights.Layout, [String: UnsafeMutableRawBufferPointer])] = [:]
+        for (name, tensor) in header.member("tensors")?.objectValue ?? [] {
+            func integer(_ key: String) throws(ShrinkIOError) -> Int {
+                guard let value = tensor.member(key)?.integerValue else { throw fail("tensors.\(name).\(key) is missing") }
+                return value
+            }
+            let half = tensor.member("half")?.arrayValue?.compactMap(\.integerValue)
+            let layout = Int8PanelWeights.Layout(
+                rows: try integer("rows"), columns: try integer("columns"), kernelLayout: Int32(truncatingIfNeeded: try integer("layout")),
+                blocksPerWeightBlock: try integer("blocks_per_weight_block"), isExact: tensor.member("exact") == .bool(true),
+                hasCenteredBytes: tensor.member("centered") == .bool(true),
+                halfBlocks: half.flatMap { $0.count == 2 ? (Int32(truncatingIfNeeded: $0[0]), $0[1]) : nil })
+            var buffers: [String: UnsafeMutableRawBufferPointer] = [:]
+            for (buffer, place) in tensor.member("buffers")?.objectValue ?? [] {
+                guard let range = place.arrayValue?.compactMap(\.integerValue), range.count == 2, range[0] >= 24 + headerBytes, range[1] >= 0,
+                      range[0] <= size - range[1], range[0] % WeightArena.alignment == 0 else {
+                    throw fail("tensors.\(name).buffers.\(buffer) lies outside the data")
+                }
+                buffers[buffer] = UnsafeMutableRawBufferPointer(start: base + range[0], count: range[1])
+            }
+            entries[name] = (layout, buffers)
+        }
+        self.entries = entries
+    }
+
+    /// The repacked weight of tensor `name`, nil when the entry lacks it or it does not fit.
+    func panels(for name: String) -> Int8PanelWeights? {
+        entries[name].flatMap { Int8PanelWeights(restoring: $0.layout, buffers: $0.buffers, arena: arena) }
+    }
+
+    /// Writes an entry for `key` holding `panels` (tensor name → weight) at `path`, atomically.
+    static func write(_ panels: [(name: String, weights: Int8PanelWeights)], key: String, to path: String) throws(ShrinkIOError) {
+        var tensors: [(name: String, fields: [(key: String, value: JSONValue)], places: [(buffer: String, offset: Int, count: Int)])] = []
+        var pieces: [UnsafeRawBufferPointer] = []
+        var offset = 0
+        for (name, weights) in panels {
+            let (layout, buffers) = weights.stored
+            var places: [(buffer: String, offset: Int, count: Int)] = []
+            for buffer in Int8PanelWeights.bufferNames {
+                guard let bytes = buffers[buffer] else { continue }
+                places.append((buffer, offset, bytes.count))
+                pieces.append(bytes)
+                offset += (bytes.count + WeightArena.alignment - 1) / WeightArena.alignment * WeightArena.alignment
+            }
+            var fields: [(key: String, value: JSONValue)] = [
+                ("rows", .number(String(layout.rows))), ("columns", .number(String(layout.columns))),
+                ("layout", .number(String(layout.kernelLayout))), ("blocks_per_weight_block", .number(String(layout.blocksPerWeightBlock))),
+                ("exact", .bool(layout.isExact)), ("centered", .bool(layout.hasCenteredBytes)),
+            ]
+            if let half = layout.halfBlocks { fields.append(("half", .array([.number(String(half.zero)), .number(String(half.blocksPerSuper))]))) }
+            tensors.append((name, fields, places))
+        }
+        // Buffer offsets are from the file's start: the data begins 64-byte aligned after the
+        // header, whose length depends on the offsets' digits, so the header is made until its
+        // data start no longer moves.
+        func header(dataStart: Int) -> [UInt8] {
+            let entries = tensors.map { tensor in
+                (key: tensor.name, value: JSONValue.object(tensor.fields + [("buffers", .object(tensor.places.map {
+                    (key: $0.buffer, value: JSONValue.array([.number(String($0.offset + dataStart)), .number(String($0.count))]))
+                }))]))
+            }
+            return Array(JSONValue.object([("key", .string(key)), ("tensors", .object(entries))]).serialized().utf8)
+        }
+        var dataStart = 0, text: [UInt8] = []
+        while true {
+            text = header(dataStart: dataStart)
+            let start = (24 + text.count + WeightArena.alignment - 1) / WeightArena.alignment * WeightArena.alignment
+            if start == dataStart { break }
+            dataStart = start
+        }
+        var contents = [UInt8](repeating: 0, count: 24) + text + [UInt8](repeating: 0, count: dataStart - 24 - text.count)
+        for piece in pieces {
+            contents.append(contentsOf: piece)
+            contents.append(contentsOf: repeatElement(0, count: (piece.count + WeightArena.alignment - 1) / WeightArena.alignment * WeightArena.alignment - piece.count))
+        }
+        let checksum = contents.withUnsafeBytes { ContentHash.of(UnsafeRawBufferPointer(rebasing: $0[24...])) }
+        contents.replaceSubrange(0..<8, with: SpecializationCache.magic)
+        withUnsafeBytes(of: UInt64(text.count).littleEndian) { contents.replaceSubrange(8..<16, with: $0) }
+        withUnsafeBytes(of: checksum.littleEndian) { contents.replaceSubrange(16..<24, with: $0) }
+        try FileManager.default.createDirectoryIfNeeded((path as NSString).deletingLastPathComponent)
+        let file = try AtomicFile(path: path)
+        let written = contents.withUnsafeBytes { bytes in Result { () throws(ShrinkIOError) in try file.write(bytes) } }
+        try written.get()
+        try file.commit()
+    }
+}
+
+/// A 64-bit hash of bytes for keys and checksums (not cryptographic): four lanes of 64-bit words,
+/// each `rotl(h ⊕ w, 29) · k` with distinct odd `k`s, folded with the length and the tail bytes.
+/// About memory speed; any changed byte changes it with overwhelming probability.
+enum ContentHash {
+    static func of(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        let k: (UInt64, UInt64, UInt64, UInt64) = (0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F, 0x1656_67B1_9E37_79F9, 0x85EB_CA77_C2B2_AE63)
+        var h: (UInt64, UInt64, UInt64, UInt64) = (1, 2, 3, 4)
+        func mix(_ h: UInt64, _ w: UInt64, _ k: UInt64) -> UInt64 {
+            let x = h ^ w
+            return ((x << 29) | (x >> 35)) &* k
+        }
+        let words = bytes.count / 32
+        for index in 0..<words {
+            let at = index * 32
+            h.0 = mix(h.0, bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self), k.0)
+            h.1 = mix(h.1, bytes.loadUnaligned(fromByteOffset: at + 8, as: UInt64.self), k.1)
+            h.2 = mix(h.2, bytes.loadUnaligned(fromByteOffset: at + 16, as: UInt64.self), k.2)
+            h.3 = mix(h.3, bytes.loadUnaligned(fromByteOffset: at + 24, as: UInt64.self), k.3)
+        }
+        var result = mix(mix(mix(h.0, h.1, k.1), h.2, k.2), h.3, k.3) ^ UInt64(bytes.count)
+        for index in (words * 32)..<bytes.count { result = mix(result, UInt64(bytes[index]), k.0) }
+        return mix(result, result >> 31, k.2)
+    }
+}
+
+/// Files mapped whole, read-only contents in private writable pages.
+enum MappedFile {
+    /// Maps the file at `path`; the caller unmaps it (or hands it to a `WeightArena`).
+    static func map(path: String) throws(ShrinkIOError) -> (UnsafeMutableRawPointer, Int) {
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else { throw .cannotOpen(path: path, reason: "errno \(errno)") }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_size > 0 else { throw .cannotOpen(path: path, reason: "empty or unreadable") }
+        let size = Int(info.st_size)
+        guard let base = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, descriptor, 0), base != MAP_FAILED else {
+            throw .cannotOpen(path: path, reason: "cannot map (errno \(errno))")
+        }
+        return (base, size)
+    }
+
+    /// The content hash and size of the file at `path`.
+    static func hash(path: String) throws(ShrinkIOError) -> (UInt64, Int) {
+        let (base, size) = try map(path: path)
+        defer { munmap(base, size) }
+        return (ContentHash.of(UnsafeRawBufferPointer(start: base, count: size)), size)
+    }
+}
+
+extension FileManager {
+    /// Creates `folder` and its parents unless it exists.
+    /// - Throws: `ShrinkIOError.writeFailed` naming the folder.
+    func createDirectoryIfNeeded(_ folder: String) throws(ShrinkIOError) {
+        do { try createDirectory(atPath: folder, withIntermediateDirectories: true) } catch {
+            throw .writeFailed(path: folder, reason: "cannot create the folder: \(error.localizedDescription)")
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import Testing
+import ShrinkKernels
+import ShrinkModels
+import ShrinkTestSupport
+
+/// The specialization cache on SmolLM2 (Q4_1 GGUF): a load writes its repacked panels, the next
+/// maps them and computes the same logits bit for bit, and a corrupt or truncated entry is seen
+/// as stale and rebuilt, never trusted.
+@Suite struct SpecializationCacheTests {
+    static func decoder(cache: SpecializationCache?) throws -> LlamaDecoder {
+        let (files, architecture) = try ModelArchitectures.open(weightsPath: ModelArchitectureTests.smolLM2, configPath: nil)
+        return try (architecture as! LlamaArchitecture).makeDecoder(files: files, options: RuntimeOptions(threads: 2, specialization: cache))
+    }
+
+    static func logits(_ decoder: LlamaDecoder) throws -> [Float] {
+        let tokens = try #require(decoder.tokenizer).encode("The capital of France is Paris, and the capital of Germany is")
+        var rows: [Float] = []
+        try decoder.evaluate(tokens, state: decoder.makeState(capacity: 64), logitRows: 0..<tokens.count) { _, values in rows += values }
+        return rows
+    }
+
+    static func entry(in folder: TemporaryDirectory) throws -> String {
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".panels") }
+        try #require(files.count == 1)
+        return folder.file(files[0])
+    }
+
+    @Test func warmLoadsMapThePanelsAndComputeTheSameLogits() throws {
+        let folder = TemporaryDirectory()
+        let cache = SpecializationCache(directory: folder.path)
+        #expect(cache.status(modelPath: ModelArchitectureTests.smolLM2) == .missing)
+        let reference = try Self.logits(try Self.decoder(cache: nil))
+        let cold = try Self.decoder(cache: cache)
+        #expect(cold.specializationOutcome == .written(rebuilt: false))
+        #expect(cache.status(modelPath: ModelArchitectureTests.smolLM2) == .ready)
+        let warm = try Self.decoder(cache: cache)
+        #expect(warm.specializationOutcome == .mapped)
+        #expect(warm.linearExecutions.map(\.execution) == cold.linearExecutions.map(\.execution))
+        #expect(try Self.logits(cold) == reference)
+        #expect(try Self.logits(warm) == reference)
+        // A cache that only maps does not write entries for models it has none of.
+        let other = TemporaryDirectory()
+        #expect(try Self.decoder(cache: SpecializationCache(directory: other.path, createsEntries: false)).specializationOutcome
+                == .repacked(reason: "no entry, and the cache only maps existing ones"))
+        #expect(other.contents == [])
+    }
+
+    @Test func corruptOrTruncatedEntriesAreRebuilt() throws {
+        let folder = TemporaryDirectory()
+        let cache = SpecializationCache(directory: folder.path, createsEntries: false)
+        _ = try Self.decoder(cache: SpecializationCache(directory: folder.path))
+        let path = try Self.entry(in: folder)
+        let reference = try Self.logits(try Self.decoder(cache: nil))
+        let whole = try Data(contentsOf: URL(fileURLWithPath: path))
+        for (label, damaged) in [("one flipped byte in the data", { var d = whole; d[d.count - 100] ^= 0x10; return d }()),
+                                 ("one flipped byte in the header", { var d = whole; d[40] ^= 0x01; return d }()),
+                                 ("truncated", whole.prefix(whole.count / 2)),
+                                 ("empty", Data())] {
+            try damaged.write(to: URL(fileURLWithPath: path))
+            guard case .stale = cache.status(modelPath: ModelArchitectureTests.smolLM2) else {
+                Issue.record("\(label): not seen as stale")
+                continue
+            }
+            let rebuilt = try Self.decoder(cache: cache)
+            #expect(rebuilt.specializationOutcome == .written(rebuilt: true), "\(label)")
+            #expect(try Self.logits(rebuilt) == reference, "\(label)")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == whole, "\(label): the rebuilt entry is the original")
+            #expect(cache.status(modelPath: ModelArchitectureTests.smolLM2) == .ready)
+        }
+    }
+}
