@@ -40,6 +40,9 @@ let package = Package(
             name: "DecoderBenchmark", dependencies: ["ShrinkModels", "ShrinkKernels", "ShrinkEvaluation", "ShrinkTestSupport"],
             path: "Benchmarks/DecoderBenchmark", swiftSettings: kernelSettings),
         .executableTarget(
+            name: "LoadBenchmark", dependencies: ["ShrinkModels", "ShrinkTestSupport"],
+            path: "Benchmarks/LoadBenchmark", swiftSettings: kernelSettings),
+        .executableTarget(
             name: "GuidedBenchmark", dependencies: ["ShrinkModels", "ShrinkTestSupport"],
             path: "Benchmarks/GuidedBenchmark", swiftSettings: kernelSettings),
         .executableTarget(
