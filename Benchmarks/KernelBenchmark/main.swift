@@ -216,7 +216,7 @@ for (outFeatures, inFeatures) in shapes {
     for rows in rowCounts {
         let x = generator.floats(rows * inFeatures)
         for threads in threadCounts {
-            BLASLibrary.setThreadCount(threads)
+            BLASThreading.setCount(threads)
             var output = [Float](repeating: 0, count: rows * outFeatures)
             var cases = [Case(label: "fp32 BLAS", bitsPerWeight: 32, bytes: dense.count * 4) { call in
                 denseCopies[call % denseCopies.count].withUnsafeBufferPointer { w in

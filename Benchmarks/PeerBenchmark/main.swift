@@ -21,6 +21,7 @@ import Dispatch
 import Foundation
 import Shrink
 import ShrinkCompression
+import ShrinkCore
 import ShrinkIO
 import ShrinkKernels
 import ShrinkModels
@@ -220,7 +221,7 @@ func cosines(_ embeddings: [[Float]]) -> (Double, Double) {
 
 var rows: [Row] = []
 for threads in [1, 2] {
-    BLASLibrary.setThreadCount(threads)
+    BLASThreading.setCount(threads)
     let encoders = try files.map { ($0.0, try loadEncoder($0.1, threads: threads, activations: $0.2)) }
     let peerVariants = peers.flatMap { peer in peer.variants.map { (name: $0.0, variant: $0.1, peer: peer) } }
     var batch1 = [String: [Double]](), throughput = [String: [Double]]()

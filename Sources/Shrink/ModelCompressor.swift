@@ -107,7 +107,7 @@ public enum ModelCompressor {
                                          weights: planned.filter { $0.config.isCalibrated }.map { plan.entries[$0.index].tensor.name },
                                          threads: threads, cache: calibrationCache, spillNextTo: spill?.path)
         // Tensors run in parallel, one per thread; their BLAS calls then take one thread each.
-        let results = try BLASLibrary.withThreadCount(threads > 1 ? 1 : BLASLibrary.threadCount) {
+        let results = try BLASThreading.singleThreaded(when: threads > 1) {
             try Parallel.map(planned.count, threads: threads) { taskIndex throws -> (FinishedTensor, TensorCompressionReport) in
                 let task = planned[taskIndex]
                 let name = plan.entries[task.index].tensor.name

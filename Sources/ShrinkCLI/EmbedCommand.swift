@@ -28,7 +28,7 @@ enum EmbedCommand {
         guard let output = arguments.value("--output") else { throw UsageError(command: spec.name, message: "missing option --output <file>") }
         let batchSize = try arguments.positiveInteger("--batch-size", default: 32, command: spec.name)
         let threads = try arguments.positiveInteger("--threads", default: ProcessInfo.processInfo.activeProcessorCount, command: spec.name)
-        BLASLibrary.setThreadCount(threads)
+        BLASThreading.setCount(threads)
         let activations = try RuntimeArguments.activations(arguments, command: spec.name)
         let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
         let (runtime, architecture) = try RuntimeArguments.runtime(arguments, location: location,

@@ -35,8 +35,15 @@ public enum WeightCompressor {
             }
         }
         // Calibrated passes give the same bytes at any thread count only with OpenBLAS on one thread.
-        if config.isCalibrated { BLASThreads.enterSingleThreaded() }
-        defer { if config.isCalibrated { BLASThreads.leave() } }
+        var held = consume correlation
+        return try BLASThreading.singleThreaded(when: config.isCalibrated) { () throws(CompressionError) -> EncodedTensor in
+            try encodeFinite(name: name, values: values, tensor: tensor, config: config, importance: importance, correlation: held.take(), threads: threads)
+        }
+    }
+
+    /// `encode` of the finite `values` of `tensor`, once its config, shape and importance are checked.
+    static func encodeFinite(name: String, values: [Float], tensor: DenseTensor, config: OpCompressionConfig, importance: [Float]?,
+                             correlation: consuming InputCorrelation?, threads: Int) throws(CompressionError) -> EncodedTensor {
         if let rotate = config.rotate {
             return try encodeRotated(name: name, values: values, tensor: tensor, config: config, rotate: rotate, importance: importance,
                                      correlation: consume correlation, threads: threads)

@@ -25,30 +25,6 @@ public enum BLASLibrary {
         return "\(config) (core: \(core))"
     }
 
-    /// Sets OpenBLAS's thread count (`openblas_set_num_threads`); other BLAS libraries (netlib) are
-    /// single-threaded and ignore it.
-    public static func setThreadCount(_ threads: Int) {
-        typealias SetThreads = @convention(c) (Int32) -> Void
-        guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "openblas_set_num_threads") else { return }
-        unsafeBitCast(symbol, to: SetThreads.self)(Int32(threads))
-    }
-
-    /// OpenBLAS's thread count (`openblas_get_num_threads`); 1 for other BLAS libraries.
-    public static var threadCount: Int {
-        typealias GetThreads = @convention(c) () -> Int32
-        guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "openblas_get_num_threads") else { return 1 }
-        return Int(unsafeBitCast(symbol, to: GetThreads.self)())
-    }
-
-    /// Runs `body` with OpenBLAS on `threads` threads, restoring its count after: callers that run
-    /// BLAS from several threads of their own give each one BLAS thread instead of oversubscribing.
-    public static func withThreadCount<Result>(_ threads: Int, _ body: () throws -> Result) rethrows -> Result {
-        let previous = threadCount
-        setThreadCount(threads)
-        defer { setThreadCount(previous) }
-        return try body()
-    }
-
     /// A one-line description: the library path, OpenBLAS details and `OPENBLAS_CORETYPE` when set.
     public static var summary: String {
         var parts = [loadedPath ?? "BLAS library not found in /proc/self/maps"]

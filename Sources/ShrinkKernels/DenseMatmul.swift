@@ -1,4 +1,5 @@
 import CBLAS
+import ShrinkCore
 
 /// Dense fp32 matrix products `y = x · Wᵀ (+ bias)`, the layout of a linear layer: `x` is
 /// `rows × inFeatures`, `W` is `outFeatures × inFeatures`, both row-major, and `y` is
@@ -35,12 +36,37 @@ public enum DenseMatmul {
         }
     }
 
+    /// Column-block width of `gram`.
+    static let gramBlock = 128
+
     /// `Xᵀ·X` of `rows × width` inputs (row-major) into `output` (`width × width`), with the
-    /// system BLAS (`cblas_ssyrk`, one triangle, mirrored); `DenseMatmul.reference` on `X`
-    /// transposed is its reference.
-    public static func gram(x: UnsafePointer<Float>, rows: Int, width: Int, output: UnsafeMutablePointer<Float>) {
-        precondition(rows > 0 && width > 0)
-        cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, Int32(width), Int32(rows), 1, x, Int32(width), 0, output, Int32(width))
+    /// system BLAS: the columns fall in blocks of 128, and each block pair `(i ≤ j)` is one
+    /// single-threaded call (`cblas_ssyrk` on the diagonal, `cblas_sgemm` above it; mirrored below),
+    /// the pairs dealt round-robin to `threads` workers. Every pair is computed by the same call
+    /// whatever the thread count or concurrent BLAS use, so the result's bits depend on `X` only.
+    /// O(rows · width² / 2); `DenseMatmul.reference` on `X` transposed is its reference.
+    public static func gram(x: UnsafePointer<Float>, rows: Int, width: Int, output: UnsafeMutablePointer<Float>, threads: Int = 1) {
+        precondition(rows > 0 && width > 0 && threads > 0)
+        let blocks = (width + gramBlock - 1) / gramBlock
+        let pairs = (0..<blocks).flatMap { i in (i..<blocks).map { j in (i, j) } }
+        let workers = min(threads, pairs.count)
+        nonisolated(unsafe) let (input, target) = (x, output)
+        BLASThreading.singleThreaded {
+            WorkerPool.shared.run(workers) { worker in
+                for index in stride(from: worker, to: pairs.count, by: workers) {
+                    let (i, j) = pairs[index]
+                    let (first, second) = (i * gramBlock, j * gramBlock)
+                    let (height, breadth) = (min(gramBlock, width - first), min(gramBlock, width - second))
+                    if i == j {
+                        cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, Int32(height), Int32(rows), 1, input + first, Int32(width),
+                                    0, target + first * width + first, Int32(width))
+                    } else {
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Int32(height), Int32(breadth), Int32(rows), 1,
+                                    input + first, Int32(width), input + second, Int32(width), 0, target + first * width + second, Int32(width))
+                    }
+                }
+            }
+        }
         for i in 0..<width { for j in 0..<i { output[i * width + j] = output[j * width + i] } }
     }
 }

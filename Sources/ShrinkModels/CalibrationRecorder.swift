@@ -37,10 +37,13 @@ public final class InputStatisticsRecorder: LinearInputObserver, @unchecked Send
     /// read the same input one after the other (query, key, value; gate, up) share one product.
     private var productInputs: [Float] = []
     private var productWidth = 0
+    private let threads: Int
 
-    /// Records the layers named in `layers` (op names, without `.weight`).
-    public init(layers: Set<String>) {
+    /// Records the layers named in `layers` (op names, without `.weight`), computing each `Xᵀ·X`
+    /// on `threads` threads (`DenseMatmul.gram`: the same bits at any count).
+    public init(layers: Set<String>, threads: Int = 1) {
         self.layers = layers
+        self.threads = max(1, threads)
     }
 
     public func observe(layer: String, inputs: UnsafeBufferPointer<Float>, rows: Int, width: Int) {
@@ -53,7 +56,7 @@ public final class InputStatisticsRecorder: LinearInputObserver, @unchecked Send
             if product.count < width * width { product = [Float](repeating: 0, count: width * width) }
             product.withUnsafeMutableBufferPointer { buffer in
                 if !repeated {
-                    DenseMatmul.gram(x: inputs.baseAddress!, rows: rows, width: width, output: buffer.baseAddress!)
+                    DenseMatmul.gram(x: inputs.baseAddress!, rows: rows, width: width, output: buffer.baseAddress!, threads: threads)
                     productInputs = Array(inputs)
                     productWidth = width
                 }
@@ -96,7 +99,7 @@ public enum Calibration {
     public static func streamInputStatistics(files: ModelFiles, architecture: any ModelArchitecture, dataPath: String, limit: Int,
                                              layers: Set<String>, threads: Int, spillNextTo: String? = nil,
                                              blockFinished: ([String: LayerInputStatistics]) throws -> Void) throws {
-        let recorder = InputStatisticsRecorder(layers: layers)
+        let recorder = InputStatisticsRecorder(layers: layers, threads: threads)
         let runtime = try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: threads, activations: .float32, observer: recorder))
         try runtime.run(calibrationTexts: try lines(dataPath, limit: limit), spillNextTo: spillNextTo) { _ in
             let block = recorder.drain()

@@ -30,7 +30,9 @@ import ShrinkTestSupport
 
     /// The dense operator's panel kernel against the reference: every variant, 1 and 2 threads, every
     /// row tile (6, 4, 2, 1 and their mixes) and channel counts with tails.
-    @Test(arguments: [(1, 1), (7, 13), (200, 97), (3, 385)])
+    /// Also: 1, 2 and 3 threads give the same bits (block pairs are computed alike at any count),
+    /// over widths with partial column blocks.
+    @Test(arguments: [(1, 1), (7, 13), (200, 97), (3, 385), (64, 129), (130, 300)])
     func gramMatchesTheReference(rows: Int, width: Int) {
         var generator = SeededGenerator(seed: UInt64(rows * 1009 + width))
         let x = generator.floats(rows * width)
@@ -42,6 +44,11 @@ import ShrinkTestSupport
         DenseMatmul.reference(x: transposed, rows: width, weights: transposed, outFeatures: width, inFeatures: rows, bias: nil, output: &reference)
         let tolerance = Float(rows) * 0x1p-22 + 1e-6
         #expect(zip(fast, reference).allSatisfy { abs($0 - $1) <= tolerance })
+        for threads in [2, 3] {
+            var threaded = [Float](repeating: .nan, count: width * width)
+            DenseMatmul.gram(x: x, rows: rows, width: width, output: &threaded, threads: threads)
+            #expect(threaded.map(\.bitPattern) == fast.map(\.bitPattern), "\(threads) threads")
+        }
     }
 
     @Test(arguments: KernelVariant.available, [1, 2])
