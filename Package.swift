@@ -25,7 +25,7 @@ let package = Package(
         .target(name: "Shrink", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkKernels", "ShrinkCompression", "ShrinkModels"]),
         .target(name: "ShrinkEvaluation", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkCompression", "ShrinkIO"]),
         .target(name: "ShrinkTesting", dependencies: ["ShrinkEvaluation", "Shrink"]),
-        .target(name: "ShrinkCLI", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkEvaluation"]),
+        .target(name: "ShrinkCLI", dependencies: ["Shrink", "ShrinkCore", "ShrinkModels", "ShrinkKernels", "ShrinkEvaluation"]),
         .executableTarget(name: "shrink", dependencies: ["ShrinkCLI"]),
         .executableTarget(
             name: "BlasBenchmark", dependencies: ["ShrinkCore", "ShrinkKernels", "ShrinkTestSupport"],
@@ -55,7 +55,7 @@ let package = Package(
         .testTarget(name: "ShrinkKernelsTests", dependencies: ["ShrinkKernels", "ShrinkCompression", "ShrinkIO", "ShrinkTestSupport", "CAllocationCounter"]),
         .testTarget(name: "ShrinkCompressionTests", dependencies: ["ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkModelsTests", dependencies: ["ShrinkModels", "Shrink", "ShrinkIO", "ShrinkTestSupport", "CAllocationCounter"]),
-        .testTarget(name: "ShrinkCLITests", dependencies: ["ShrinkCLI", "Shrink", "ShrinkIO", "ShrinkTestSupport", "ShrinkEvaluation", "CAllocationCounter"]),
+        .testTarget(name: "ShrinkCLITests", dependencies: ["ShrinkCLI", "Shrink", "ShrinkCore", "ShrinkIO", "ShrinkTestSupport", "ShrinkEvaluation", "CAllocationCounter"]),
         .testTarget(name: "ShrinkEvaluationTests", dependencies: ["ShrinkEvaluation", "ShrinkTesting", "Shrink", "ShrinkModels", "ShrinkIO", "ShrinkTestSupport"]),
     ]
 )

@@ -1,3 +1,5 @@
+import ShrinkCore
+
 /// The `shrink` command line: dispatches to a command and maps outcomes to exit codes.
 ///
 /// Exit codes: 0 success; 1 the command ran but a check it performs failed; 2 a usage error
@@ -20,6 +22,10 @@ public enum ShrinkCommandLine {
         guard let first = arguments.first else {
             console.printError(UsageError(command: "", message: "missing command; expected one of \(commandNames)").description)
             return 2
+        }
+        if first == "--version" {
+            console.print("shrink \(ShrinkVersion.current)")
+            return 0
         }
         if first == "--help" || first == "-h" || first == "help" {
             if arguments.count > 1, let command = commands.first(where: { $0.spec.name == arguments[1] }) {
@@ -54,7 +60,7 @@ public enum ShrinkCommandLine {
     static var help: String {
         var lines = ["Usage: shrink <command> [options]", "", overview, "", "Commands:"]
         lines += commands.map { TextTable.helpLine($0.spec.name, $0.spec.summary) }
-        lines += ["", "Run 'shrink <command> --help' for a command's arguments and options."]
+        lines += ["", "Run 'shrink <command> --help' for a command's arguments and options; 'shrink --version' prints the version."]
         return lines.joined(separator: "\n")
     }
 }

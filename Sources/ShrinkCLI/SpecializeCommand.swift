@@ -3,14 +3,14 @@ import Shrink
 import ShrinkKernels
 import ShrinkModels
 
-/// `shrink specialize`: prepare a model for this CPU once (its int8 layers' repacked panels, in
+/// `shrink specialize`: prepare a model for this CPU once (its linear layers' repacked panels, in
 /// the specialization cache), or say whether it is ready, without loading it.
 enum SpecializeCommand {
     static let command = ShrinkCommand(spec: spec, run: run)
 
     static let spec = CommandSpec(
         name: "specialize",
-        summary: "Write a model's repacked int8 panels to the specialization cache, so that later loads map them; --check says whether it is ready.",
+        summary: "Write a model's repacked panels (int8, or fp32 for dense F32 weights) to the specialization cache, so that later loads map them; --check says whether it is ready.",
         arguments: [ArgumentSpec(name: "model", help: "A model folder, a .safetensors, compressed or .gguf file, or a known model name (default: minilm).",
                                  isOptional: true)],
         options: [OptionSpec(name: "--check", valueName: nil, help: "Only say whether the cache holds a usable entry (exit 0) or not (exit 1), without loading the model."),
@@ -37,7 +37,7 @@ enum SpecializeCommand {
         case .mapped: console.print("ready: mapped from \(cache.directory) in \(seconds) s")
         case .written(let rebuilt): console.print((rebuilt ? "rebuilt a stale entry" : "written") + " in \(cache.directory); load with repacking \(seconds) s")
         case .repacked(let reason): console.print("not written: \(reason)"); return 1
-        case .unused: console.print("nothing to specialize: the model has no layers the int8 kernels repack"); return 1
+        case .unused: console.print("nothing to specialize: the model has no layers whose weights are repacked"); return 1
         }
         return 0
     }

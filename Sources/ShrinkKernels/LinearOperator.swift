@@ -51,32 +51,65 @@ public final class DenseLinear: LinearOperator, @unchecked Sendable {
     /// Least multiply-adds per thread before work is split (0: always split, for tests).
     public let minimumWorkPerThread: Int
     let bias: [Float]?
-    /// The weights in panels of 16 channels, 64-byte aligned.
+    /// The weights in panels of 16 channels, 64-byte aligned: panel `p` holds rows `16p ..< 16p + 16`
+    /// (zeros past `outFeatures`), column by column.
     let panels: UnsafeMutablePointer<Float>
     let panelCount: Int
+    /// The arena that owns `panels` when they are not this operator's own (a mapped cache entry).
+    private let panelOwner: WeightArena?
 
     /// `weights` is `outFeatures × inFeatures`, row-major.
-    public init(weights: [Float], bias: [Float]?, outFeatures: Int, inFeatures: Int,
-                threads: Int = ProcessInfo.processInfo.activeProcessorCount, variant: KernelVariant = .best,
-                minimumWorkPerThread: Int = defaultMinimumWorkPerThread) {
+    public convenience init(weights: [Float], bias: [Float]?, outFeatures: Int, inFeatures: Int,
+                            threads: Int = ProcessInfo.processInfo.activeProcessorCount, variant: KernelVariant = .best,
+                            minimumWorkPerThread: Int = defaultMinimumWorkPerThread) {
         precondition(weights.count == outFeatures * inFeatures && (bias?.count ?? outFeatures) == outFeatures && threads >= 1)
+        let count = max(1, (outFeatures + 15) / 16 * inFeatures * 16)
+        let panels = UnsafeMutableRawPointer.allocate(byteCount: count * 4, alignment: 64).bindMemory(to: Float.self, capacity: count)
+        panels.initialize(repeating: 0, count: count)
+        for row in 0..<outFeatures {
+            let panel = panels + (row / 16) * inFeatures * 16 + row % 16
+            for column in 0..<inFeatures { panel[column * 16] = weights[row * inFeatures + column] }
+        }
+        self.init(panels: panels, owner: nil, bias: bias, outFeatures: outFeatures, inFeatures: inFeatures, threads: threads,
+                  variant: variant, minimumWorkPerThread: minimumWorkPerThread)
+    }
+
+    /// The operator over panels as `storedPanels` gave them, in memory `owner` keeps alive (such as
+    /// a mapped cache entry); nil unless `panels` holds exactly `panelBytes(outFeatures:inFeatures:)`
+    /// bytes, 64-byte aligned.
+    public convenience init?(restoring panels: UnsafeMutableRawBufferPointer, owner: WeightArena, bias: [Float]?, outFeatures: Int, inFeatures: Int,
+                             threads: Int = ProcessInfo.processInfo.activeProcessorCount, variant: KernelVariant = .best,
+                             minimumWorkPerThread: Int = defaultMinimumWorkPerThread) {
+        guard outFeatures > 0, inFeatures > 0, threads >= 1, (bias?.count ?? outFeatures) == outFeatures,
+              panels.count == Self.panelBytes(outFeatures: outFeatures, inFeatures: inFeatures),
+              let base = panels.baseAddress, Int(bitPattern: base) % 64 == 0 else { return nil }
+        self.init(panels: base.bindMemory(to: Float.self, capacity: panels.count / 4), owner: owner, bias: bias, outFeatures: outFeatures,
+                  inFeatures: inFeatures, threads: threads, variant: variant, minimumWorkPerThread: minimumWorkPerThread)
+    }
+
+    /// Over `panels`, freed with the operator when `owner` is nil.
+    private init(panels: UnsafeMutablePointer<Float>, owner: WeightArena?, bias: [Float]?, outFeatures: Int, inFeatures: Int, threads: Int,
+                 variant: KernelVariant, minimumWorkPerThread: Int) {
+        self.panels = panels
+        panelOwner = owner
+        panelCount = (outFeatures + 15) / 16
         self.bias = bias
         self.outFeatures = outFeatures
         self.inFeatures = inFeatures
         self.threads = threads
         self.variant = variant
         self.minimumWorkPerThread = minimumWorkPerThread
-        panelCount = (outFeatures + 15) / 16
-        let count = max(1, panelCount * inFeatures * 16)
-        panels = UnsafeMutableRawPointer.allocate(byteCount: count * 4, alignment: 64).bindMemory(to: Float.self, capacity: count)
-        panels.initialize(repeating: 0, count: count)
-        for row in 0..<outFeatures {
-            let panel = panels + (row / 16) * inFeatures * 16 + row % 16
-            for column in 0..<inFeatures { panel[column * 16] = weights[row * inFeatures + column] }
-        }
     }
 
-    deinit { UnsafeMutableRawPointer(panels).deallocate() }
+    /// Bytes of the panels of an `outFeatures × inFeatures` weight.
+    public static func panelBytes(outFeatures: Int, inFeatures: Int) -> Int { (outFeatures + 15) / 16 * inFeatures * 16 * 4 }
+
+    /// The panels' bytes, as `init(restoring:owner:…)` takes them back.
+    public var storedPanels: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: panels, count: Self.panelBytes(outFeatures: outFeatures, inFeatures: inFeatures))
+    }
+
+    deinit { if panelOwner == nil { UnsafeMutableRawPointer(panels).deallocate() } }
 
     public var execution: LinearExecution { LinearExecution(kernel: "fp32 panels, \(variant.rawValue)", weights: "f32") }
 

@@ -64,8 +64,9 @@ public enum SessionError: Error, Equatable, CustomStringConvertible {
 ///
 /// One response at a time per session (`SessionError.busy` otherwise); any number of sessions
 /// may share one `LlamaDecoder` and respond at once. Each streamed answer is generated on a
-/// thread of its own; cancelling the consuming task, or leaving the stream early, stops it after
-/// the current token, and the transcript then holds the answer so far.
+/// thread of its own, at most `TokenStream.lookahead + 1` tokens ahead of its consumer;
+/// cancelling the consuming task, or leaving the stream early, stops it after the current token,
+/// and the transcript then holds the answer so far.
 public final class LanguageModelSession: @unchecked Sendable {
     public let model: LlamaDecoder
     /// The system message (nil: the template's default).
@@ -115,22 +116,9 @@ public final class LanguageModelSession: @unchecked Sendable {
     /// With `constraint`, the answer is a JSON value of its schema: every token is drawn from
     /// those the schema allows next, and generation ends when the value is complete.
     public func streamResponse(to prompt: String, constraint: TokenConstraint? = nil,
-                               options: GenerationOptions = GenerationOptions()) -> AsyncThrowingStream<GeneratedToken, Error> {
-        AsyncThrowingStream { continuation in
-            let stop = StopFlag()
-            continuation.onTermination = { _ in stop.set() }
-            // Decoding blocks for the whole answer: a thread of its own keeps it off Swift
-            // concurrency's cooperative pool, whose few threads the consumer needs to run.
-            let thread = Thread { [self] in
-                do {
-                    try respond(to: prompt, constraint: constraint, options: options, stop: stop) { continuation.yield($0) }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            thread.stackSize = 8 << 20
-            thread.start()
+                               options: GenerationOptions = GenerationOptions()) -> TokenStream {
+        TokenStream { [self] channel in
+            try respond(to: prompt, constraint: constraint, options: options, stop: channel.stop) { channel.send($0) }
         }
     }
 

@@ -3,18 +3,19 @@ import ShrinkCore
 import ShrinkIO
 import ShrinkKernels
 
-/// What a model's load prepares for this CPU, kept on disk: every linear layer's repacked integer
-/// panels (`Int8PanelWeights`), so that a later load maps them instead of repacking.
+/// What a model's load prepares for this CPU, kept on disk: every linear layer's repacked panels
+/// (`Int8PanelWeights` for int8 activations, `DenseLinear`'s fp32 panels for dense F32 weights),
+/// so that a later load maps them instead of repacking.
 ///
 /// An entry is a file named by its key: a 64-bit hash of the model file's bytes and its size, the
-/// integer kernel variant and `layoutVersion`. It holds a magic, a header (JSON: the key and, per
-/// tensor, its layout and where each buffer lies), a checksum of header and data, and the
-/// buffers, each 64-byte aligned. Loading maps the file, checks magic, checksum and key, and
+/// integer kernel variant, the activation precision, Shrink's version and `layoutVersion`. It holds a magic, a
+/// header (JSON: the key and, per tensor, its kind, layout and where each buffer lies), a checksum
+/// of header and data, and the buffers, each 64-byte aligned. Loading maps the file, checks magic, checksum and key, and
 /// gives up on any mismatch: a stale or corrupt entry is rebuilt, never trusted. Entries are
 /// written atomically (`AtomicFile`).
 public final class SpecializationCache: @unchecked Sendable {
     /// Changes whenever the panels' layouts or this format change, so that older entries go stale.
-    public static let layoutVersion = 1
+    public static let layoutVersion = 2
     static let magic = Array("SHRKSPC1".utf8)
 
     public let directory: String
@@ -39,19 +40,22 @@ public final class SpecializationCache: @unchecked Sendable {
         case stale(reason: String)
     }
 
-    /// The key of the model file at `modelPath` for `variant`: hash and size of its bytes, the
-    /// variant and the layout version. Reads the whole file once (memory-mapped).
-    public static func key(modelPath: String, variant: IntegerKernelVariant) throws(ShrinkIOError) -> String {
+    /// The key of the model file at `modelPath` for `variant` and `activations`: hash and size of
+    /// its bytes, the variant, the precision, Shrink's version and the layout version. Reads the
+    /// whole file once (memory-mapped).
+    public static func key(modelPath: String, variant: IntegerKernelVariant, activations: ActivationPrecision) throws(ShrinkIOError) -> String {
         let (hash, size) = try MappedFile.hash(path: modelPath)
-        return String(format: "%016llx-%llu-%@-v%d", hash, UInt64(size), variant.rawValue, layoutVersion)
+        return String(format: "%016llx-%llu-%@-%@-shrink%@-v%d", hash, UInt64(size), variant.rawValue, activations.rawValue,
+                      ShrinkVersion.current, layoutVersion)
     }
 
     func entryPath(key: String) -> String { directory + "/" + key + ".panels" }
 
-    /// Whether the model at `modelPath` has a usable entry for `variant`, without loading the model.
-    public func status(modelPath: String, variant: IntegerKernelVariant = .best) -> Status {
+    /// Whether the model at `modelPath` has a usable entry for `variant` and `activations`, without
+    /// loading the model.
+    public func status(modelPath: String, variant: IntegerKernelVariant = .best, activations: ActivationPrecision = .int8) -> Status {
         do {
-            let key = try Self.key(modelPath: modelPath, variant: variant)
+            let key = try Self.key(modelPath: modelPath, variant: variant, activations: activations)
             guard FileManager.default.fileExists(atPath: entryPath(key: key)) else { return .missing }
             _ = try SpecializedPanels(path: entryPath(key: key), key: key)
             return .ready
@@ -61,11 +65,18 @@ public final class SpecializationCache: @unchecked Sendable {
     }
 }
 
-/// The panels of one cache entry, mapped: `panels(for:)` gives each tensor's, valid as long as
-/// this value (its arena owns the mapping).
+/// A repacked weight a cache entry holds.
+enum SpecializedWeight {
+    case int8(Int8PanelWeights)
+    case float32(DenseLinear)
+}
+
+/// The panels of one cache entry, mapped: `panels(for:)` and `floatPanels(for:)` give each
+/// tensor's, valid as long as this value (its arena owns the mapping).
 final class SpecializedPanels: @unchecked Sendable {
     let arena: WeightArena
     private let entries: [String: (layout: Int8PanelWeights.Layout, buffers: [String: UnsafeMutableRawBufferPointer])]
+    private let floatEntries: [String: (rows: Int, columns: Int, panels: UnsafeMutableRawBufferPointer)]
 
     /// Maps and checks the entry at `path`.
     /// - Throws: `ShrinkIOError.invalidHeader` for a short file, another magic, a checksum or key mismatch, or a bad header.
@@ -84,17 +95,12 @@ final class SpecializedPanels: @unchecked Sendable {
         do { header = try JSONValue.parse(UnsafeRawBufferPointer(rebasing: bytes[24..<(24 + headerBytes)])) } catch { throw fail("header: \(error)") }
         guard header.member("key")?.stringValue == key else { throw fail("made for another model, kernel variant or layout version") }
         var entries: [String: (Int8PanelWeights.Layout, [String: UnsafeMutableRawBufferPointer])] = [:]
+        var floatEntries: [String: (Int, Int, UnsafeMutableRawBufferPointer)] = [:]
         for (name, tensor) in header.member("tensors")?.objectValue ?? [] {
             func integer(_ key: String) throws(ShrinkIOError) -> Int {
                 guard let value = tensor.member(key)?.integerValue else { throw fail("tensors.\(name).\(key) is missing") }
                 return value
             }
-            let half = tensor.member("half")?.arrayValue?.compactMap(\.integerValue)
-            let layout = Int8PanelWeights.Layout(
-                rows: try integer("rows"), columns: try integer("columns"), kernelLayout: Int32(truncatingIfNeeded: try integer("layout")),
-                blocksPerWeightBlock: try integer("blocks_per_weight_block"), isExact: tensor.member("exact") == .bool(true),
-                hasCenteredBytes: tensor.member("centered") == .bool(true),
-                halfBlocks: half.flatMap { $0.count == 2 ? (Int32(truncatingIfNeeded: $0[0]), $0[1]) : nil })
             var buffers: [String: UnsafeMutableRawBufferPointer] = [:]
             for (buffer, place) in tensor.member("buffers")?.objectValue ?? [] {
                 guard let range = place.arrayValue?.compactMap(\.integerValue), range.count == 2, range[0] >= 24 + headerBytes, range[1] >= 0,
@@ -103,37 +109,68 @@ final class SpecializedPanels: @unchecked Sendable {
                 }
                 buffers[buffer] = UnsafeMutableRawBufferPointer(start: base + range[0], count: range[1])
             }
+            if tensor.member("kind")?.stringValue == SpecializedPanels.floatKind {
+                guard let panels = buffers["panels"] else { throw fail("tensors.\(name).buffers.panels is missing") }
+                floatEntries[name] = (try integer("rows"), try integer("columns"), panels)
+                continue
+            }
+            let half = tensor.member("half")?.arrayValue?.compactMap(\.integerValue)
+            let layout = Int8PanelWeights.Layout(
+                rows: try integer("rows"), columns: try integer("columns"), kernelLayout: Int32(truncatingIfNeeded: try integer("layout")),
+                blocksPerWeightBlock: try integer("blocks_per_weight_block"), isExact: tensor.member("exact") == .bool(true),
+                hasCenteredBytes: tensor.member("centered") == .bool(true),
+                halfBlocks: half.flatMap { $0.count == 2 ? (Int32(truncatingIfNeeded: $0[0]), $0[1]) : nil })
             entries[name] = (layout, buffers)
         }
         self.entries = entries
+        self.floatEntries = floatEntries
     }
 
-    /// The repacked weight of tensor `name`, nil when the entry lacks it or it does not fit.
+    /// The `kind` of an entry's fp32 panels (int8 panels have none).
+    static let floatKind = "f32_panels"
+
+    /// The repacked int8 weight of tensor `name`, nil when the entry lacks it or it does not fit.
     func panels(for name: String) -> Int8PanelWeights? {
         entries[name].flatMap { Int8PanelWeights(restoring: $0.layout, buffers: $0.buffers, arena: arena) }
     }
 
-    /// Writes an entry for `key` holding `panels` (tensor name → weight) at `path`, atomically.
-    static func write(_ panels: [(name: String, weights: Int8PanelWeights)], key: String, to path: String) throws(ShrinkIOError) {
+    /// The fp32 linear layer of tensor `name` (`rows × columns`) over the entry's panels, nil when
+    /// the entry lacks it or its panels do not fit that shape.
+    func floatLinear(for name: String, rows: Int, columns: Int, bias: [Float]?, threads: Int, variant: KernelVariant) -> DenseLinear? {
+        guard let entry = floatEntries[name], entry.rows == rows, entry.columns == columns else { return nil }
+        return DenseLinear(restoring: entry.panels, owner: arena, bias: bias, outFeatures: rows, inFeatures: columns, threads: threads, variant: variant)
+    }
+
+    /// Writes an entry for `key` holding `weights` (tensor name → repacked weight) at `path`, atomically.
+    static func write(_ weights: [(name: String, weight: SpecializedWeight)], key: String, to path: String) throws(ShrinkIOError) {
         var tensors: [(name: String, fields: [(key: String, value: JSONValue)], places: [(buffer: String, offset: Int, count: Int)])] = []
         var pieces: [UnsafeRawBufferPointer] = []
         var offset = 0
-        for (name, weights) in panels {
-            let (layout, buffers) = weights.stored
+        func place(_ bytes: UnsafeRawBufferPointer, as buffer: String, in places: inout [(buffer: String, offset: Int, count: Int)]) {
+            places.append((buffer, offset, bytes.count))
+            pieces.append(bytes)
+            offset += (bytes.count + WeightArena.alignment - 1) / WeightArena.alignment * WeightArena.alignment
+        }
+        for (name, weight) in weights {
             var places: [(buffer: String, offset: Int, count: Int)] = []
-            for buffer in Int8PanelWeights.bufferNames {
-                guard let bytes = buffers[buffer] else { continue }
-                places.append((buffer, offset, bytes.count))
-                pieces.append(bytes)
-                offset += (bytes.count + WeightArena.alignment - 1) / WeightArena.alignment * WeightArena.alignment
+            switch weight {
+            case .float32(let linear):
+                place(linear.storedPanels, as: "panels", in: &places)
+                tensors.append((name, [("kind", .string(floatKind)), ("rows", .number(String(linear.outFeatures))),
+                                       ("columns", .number(String(linear.inFeatures)))], places))
+            case .int8(let panels):
+                let (layout, buffers) = panels.stored
+                for buffer in Int8PanelWeights.bufferNames {
+                    if let bytes = buffers[buffer] { place(bytes, as: buffer, in: &places) }
+                }
+                var fields: [(key: String, value: JSONValue)] = [
+                    ("rows", .number(String(layout.rows))), ("columns", .number(String(layout.columns))),
+                    ("layout", .number(String(layout.kernelLayout))), ("blocks_per_weight_block", .number(String(layout.blocksPerWeightBlock))),
+                    ("exact", .bool(layout.isExact)), ("centered", .bool(layout.hasCenteredBytes)),
+                ]
+                if let half = layout.halfBlocks { fields.append(("half", .array([.number(String(half.zero)), .number(String(half.blocksPerSuper))]))) }
+                tensors.append((name, fields, places))
             }
-            var fields: [(key: String, value: JSONValue)] = [
-                ("rows", .number(String(layout.rows))), ("columns", .number(String(layout.columns))),
-                ("layout", .number(String(layout.kernelLayout))), ("blocks_per_weight_block", .number(String(layout.blocksPerWeightBlock))),
-                ("exact", .bool(layout.isExact)), ("centered", .bool(layout.hasCenteredBytes)),
-            ]
-            if let half = layout.halfBlocks { fields.append(("half", .array([.number(String(half.zero)), .number(String(half.blocksPerSuper))]))) }
-            tensors.append((name, fields, places))
         }
         // Buffer offsets are from the file's start: the data begins 64-byte aligned after the
         // header, whose length depends on the offsets' digits, so the header is made until its

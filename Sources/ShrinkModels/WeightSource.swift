@@ -79,7 +79,7 @@ public final class WeightSource: @unchecked Sendable {
 
     /// What became of the specialization cache for this load.
     public enum SpecializationOutcome: Equatable, Sendable {
-        /// No cache asked for, or nothing to cache (fp32 activations).
+        /// No cache asked for, or no layer with panels to cache.
         case unused
         /// The layers' panels were mapped from the cache's entry.
         case mapped
@@ -93,7 +93,7 @@ public final class WeightSource: @unchecked Sendable {
     /// The cache, the model's key in it, and the entry this load maps, if any.
     private var specialization: (cache: SpecializationCache, key: String, entry: SpecializedPanels?, stale: Bool)?
     /// The panels repacked by this load, by tensor, for a new entry.
-    private var repacked: [(name: String, weights: Int8PanelWeights)] = []
+    private var repacked: [(name: String, weight: SpecializedWeight)] = []
 
     /// Serves the tensors of `store`; encoded layers will use `options.threads` threads and compute
     /// in `options.activations` precision; `options.observer`, if any, sees every linear layer's inputs.
@@ -104,8 +104,8 @@ public final class WeightSource: @unchecked Sendable {
         activations = options.activations
         kernels = options.kernels
         integerKernels = options.integerKernels
-        if let cache = options.specialization, options.activations == .int8,
-           let key = try? SpecializationCache.key(modelPath: store.path, variant: options.integerKernels) {
+        if let cache = options.specialization,
+           let key = try? SpecializationCache.key(modelPath: store.path, variant: options.integerKernels, activations: options.activations) {
             let path = cache.entryPath(key: key)
             let exists = FileManager.default.fileExists(atPath: path)
             let entry = exists ? try? SpecializedPanels(path: path, key: key) : nil
@@ -191,14 +191,19 @@ public final class WeightSource: @unchecked Sendable {
             try checkShape(weight, [out, inputs])
             let built = activations.linear(weight: weight, bias: bias, threads: threads, kernels: kernels, integerKernels: integerKernels, arena: arena)
             // Rotated weights keep their rotation outside the panels: they are repacked every load.
-            if specialization != nil, let panels = (built as? Int8ActivationLinear)?.weights { repacked.append((weight.name, panels)) }
+            if specialization != nil, let panels = (built as? Int8ActivationLinear)?.weights { repacked.append((weight.name, .int8(panels))) }
             return built
         }
         if let tensor = try denseTensor(name + ".weight"), tensor.dtype == .f16 || tensor.dtype == .bf16 {
             return try halfPrecisionLinear(name + ".weight", tensor, out: out, in: inputs, bias: bias)
         }
-        return DenseLinear(weights: try floats(name + ".weight", shape: [out, inputs]), bias: bias, outFeatures: out, inFeatures: inputs,
-                           threads: threads, variant: kernels)
+        if let restored = specialization?.entry?.floatLinear(for: name + ".weight", rows: out, columns: inputs, bias: bias, threads: threads, variant: kernels) {
+            return restored
+        }
+        let linear = DenseLinear(weights: try floats(name + ".weight", shape: [out, inputs]), bias: bias, outFeatures: out, inFeatures: inputs,
+                                 threads: threads, variant: kernels)
+        if specialization != nil { repacked.append((name + ".weight", .float32(linear))) }
+        return linear
     }
 
     /// An F16/BF16 weight kept in its 16 bits and widened by the kernels (`PackedLinear`).

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import Shrink
 import ShrinkCLI
+import ShrinkCore
 import ShrinkIO
 import ShrinkTestSupport
 
@@ -30,6 +31,8 @@ func run(_ arguments: [String]) -> (code: Int32, output: String, errors: String)
         let result = run(["--help"])
         #expect(result.code == 0)
         #expect(result.output.contains("Usage: shrink <command>") && result.output.contains("inspect"))
+        let version = run(["--version"])
+        #expect(version.code == 0 && version.output == "shrink \(ShrinkVersion.current)")
     }
 
     @Test func commandHelpDescribesEveryOption() {
@@ -43,7 +46,7 @@ func run(_ arguments: [String]) -> (code: Int32, output: String, errors: String)
     @Test func unknownCommandSaysWhatWasExpected() {
         let result = run(["inspcet"])
         #expect(result.code == 2)
-        #expect(result.errors == "shrink: unknown command 'inspcet'; expected one of inspect, compress, decompress, export, embed, perplexity, generate, tokenize, compare, merge, gate, calibrate, sensitivity, search (see 'shrink --help')")
+        #expect(result.errors == "shrink: unknown command 'inspcet'; expected one of inspect, specialize, compress, decompress, export, embed, perplexity, generate, tokenize, compare, merge, gate, calibrate, sensitivity, search (see 'shrink --help')")
         #expect(run([]).code == 2)
     }
 

@@ -4,9 +4,9 @@ import ShrinkKernels
 import ShrinkModels
 import ShrinkTestSupport
 
-/// The specialization cache on SmolLM2 (Q4_1 GGUF): a load writes its repacked panels, the next
-/// maps them and computes the same logits bit for bit, and a corrupt or truncated entry is seen
-/// as stale and rebuilt, never trusted.
+/// The specialization cache on SmolLM2 (Q4_1 GGUF, int8 panels) and MiniLM (F32 safetensors, fp32
+/// panels): a load writes its repacked panels, the next maps them and computes the same outputs
+/// bit for bit, and a corrupt or truncated entry is seen as stale and rebuilt, never trusted.
 @Suite struct SpecializationCacheTests {
     static func decoder(cache: SpecializationCache?) throws -> LlamaDecoder {
         let (files, architecture) = try ModelArchitectures.open(weightsPath: ModelArchitectureTests.smolLM2, configPath: nil)
@@ -68,5 +68,39 @@ import ShrinkTestSupport
             #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == whole, "\(label): the rebuilt entry is the original")
             #expect(cache.status(modelPath: ModelArchitectureTests.smolLM2) == .ready)
         }
+    }
+
+    static func encoder(cache: SpecializationCache?, activations: ActivationPrecision = .int8) throws -> SentenceEncoder {
+        let (files, architecture) = try ModelArchitectures.open(weightsPath: TestModels.miniLM + "/model.safetensors",
+                                                               configPath: TestModels.miniLM + "/config.json")
+        return try #require(try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: 2, activations: activations, specialization: cache))
+                            as? SentenceEncoder)
+    }
+
+    @Test(arguments: ActivationPrecision.allCases)
+    func miniLMMapsItsFloatPanels(activations: ActivationPrecision) throws {
+        let folder = TemporaryDirectory()
+        let cache = SpecializationCache(directory: folder.path)
+        let sentences = ["A man is playing a guitar.", "Three dogs run across a snowy field at dawn."]
+        func embeddings(_ encoder: SentenceEncoder) throws -> [[Float]] { try encoder.embed(sentences.map(encoder.tokenize)) }
+        let reference = try embeddings(try Self.encoder(cache: nil, activations: activations))
+        let cold = try Self.encoder(cache: cache, activations: activations)
+        #expect(cold.specializationOutcome == .written(rebuilt: false))
+        let modelPath = TestModels.miniLM + "/model.safetensors"
+        #expect(cache.status(modelPath: modelPath, activations: activations) == .ready)
+        let other = activations == .int8 ? ActivationPrecision.float32 : .int8
+        #expect(cache.status(modelPath: modelPath, activations: other) == .missing)
+        let warm = try Self.encoder(cache: cache, activations: activations)
+        #expect(warm.specializationOutcome == .mapped)
+        #expect(warm.linearExecutions.map(\.execution) == cold.linearExecutions.map(\.execution))
+        #expect(try embeddings(cold) == reference)
+        #expect(try embeddings(warm) == reference)
+        let path = try Self.entry(in: folder)
+        var damaged = try Data(contentsOf: URL(fileURLWithPath: path))
+        damaged[damaged.count / 2] ^= 0x04
+        try damaged.write(to: URL(fileURLWithPath: path))
+        let rebuilt = try Self.encoder(cache: cache, activations: activations)
+        #expect(rebuilt.specializationOutcome == .written(rebuilt: true))
+        #expect(try embeddings(rebuilt) == reference)
     }
 }
