@@ -15,7 +15,7 @@ import ShrinkKernels
 /// written atomically (`AtomicFile`).
 public final class SpecializationCache: @unchecked Sendable {
     /// Changes whenever the panels' layouts or this format change, so that older entries go stale.
-    public static let layoutVersion = 2
+    public static let layoutVersion = 3
     static let magic = Array("SHRKSPC1".utf8)
 
     public let directory: String
@@ -41,12 +41,36 @@ public final class SpecializationCache: @unchecked Sendable {
     }
 
     /// The key of the model file at `modelPath` for `variant` and `activations`: hash and size of
-    /// its bytes, the variant, the precision, Shrink's version and the layout version. Reads the
-    /// whole file once (memory-mapped).
-    public static func key(modelPath: String, variant: IntegerKernelVariant, activations: ActivationPrecision) throws(ShrinkIOError) -> String {
-        let (hash, size) = try MappedFile.hash(path: modelPath)
+    /// its bytes, the variant, the precision, Shrink's version and the layout version.
+    ///
+    /// The hash reads the whole file, as long as reading the model: it is remembered in the cache
+    /// folder by the file's identity (device, inode, size, modification and change times to the
+    /// nanosecond), as git's index remembers a file's state, and read again only when any of them
+    /// moves. A file changed within two seconds of being hashed is not remembered (a coarse clock
+    /// could then miss a later change). `remembers`: whether a computed hash is written down.
+    public func key(modelPath: String, variant: IntegerKernelVariant, activations: ActivationPrecision,
+                    remembers: Bool = true) throws(ShrinkIOError) -> String {
+        let (hash, size) = try contentHash(modelPath, remembers: remembers)
         return String(format: "%016llx-%llu-%@-%@-shrink%@-v%d", hash, UInt64(size), variant.rawValue, activations.rawValue,
-                      ShrinkVersion.current, layoutVersion)
+                      ShrinkVersion.current, Self.layoutVersion)
+    }
+
+    /// The content hash and size of the file at `path`, from its remembered identity or read.
+    func contentHash(_ path: String, remembers: Bool) throws(ShrinkIOError) -> (UInt64, Int) {
+        let before = try FileIdentity(path: path)
+        let memo = directory + "/identities/" + String(format: "%016llx", Array(path.utf8).withUnsafeBytes { ContentHash.of($0) })
+        if let text = try? String(contentsOfFile: memo, encoding: .utf8), let hash = before.hash(remembered: text) {
+            return (hash, before.size)
+        }
+        let (hash, size) = try MappedFile.hash(path: path)
+        if remembers, (try? FileIdentity(path: path)) == before, before.isSettled {
+            try? FileManager.default.createDirectoryIfNeeded((memo as NSString).deletingLastPathComponent)
+            if let file = try? AtomicFile(path: memo) {
+                let written = Array(before.remembering(hash).utf8).withUnsafeBytes { bytes in Result { () throws(ShrinkIOError) in try file.write(bytes) } }
+                if (try? written.get()) != nil { try? file.commit() }
+            }
+        }
+        return (hash, size)
     }
 
     func entryPath(key: String) -> String { directory + "/" + key + ".panels" }
@@ -55,7 +79,7 @@ public final class SpecializationCache: @unchecked Sendable {
     /// loading the model.
     public func status(modelPath: String, variant: IntegerKernelVariant = .best, activations: ActivationPrecision = .int8) -> Status {
         do {
-            let key = try Self.key(modelPath: modelPath, variant: variant, activations: activations)
+            let key = try self.key(modelPath: modelPath, variant: variant, activations: activations, remembers: false)
             guard FileManager.default.fileExists(atPath: entryPath(key: key)) else { return .missing }
             _ = try SpecializedPanels(path: entryPath(key: key), key: key)
             return .ready
@@ -207,32 +231,87 @@ final class SpecializedPanels: @unchecked Sendable {
     }
 }
 
-/// A 64-bit hash of bytes for keys and checksums (not cryptographic): four lanes of 64-bit words,
-/// each `rotl(h ⊕ w, 29) · k` with distinct odd `k`s, folded with the length and the tail bytes.
-/// About memory speed; any changed byte changes it with overwhelming probability.
+/// A 64-bit hash of bytes for keys and checksums (not cryptographic): eight lanes of 64-bit
+/// words, each `rotl(h ⊕ w, 29) · k` with odd `k`s, folded with the length and the tail bytes.
+/// Eight independent multiply chains run at several bytes per cycle, beyond what the page cache
+/// delivers; any changed byte changes it with overwhelming probability.
 enum ContentHash {
     static func of(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
-        let k: (UInt64, UInt64, UInt64, UInt64) = (0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F, 0x1656_67B1_9E37_79F9, 0x85EB_CA77_C2B2_AE63)
-        var h: (UInt64, UInt64, UInt64, UInt64) = (1, 2, 3, 4)
-        func mix(_ h: UInt64, _ w: UInt64, _ k: UInt64) -> UInt64 {
+        let (k0, k1, k2, k3): (UInt64, UInt64, UInt64, UInt64) = (0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F, 0x1656_67B1_9E37_79F9, 0x85EB_CA77_C2B2_AE63)
+        @inline(__always) func mix(_ h: UInt64, _ w: UInt64, _ k: UInt64) -> UInt64 {
             let x = h ^ w
             return ((x << 29) | (x >> 35)) &* k
         }
-        let words = bytes.count / 32
-        for index in 0..<words {
-            let at = index * 32
-            h.0 = mix(h.0, bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self), k.0)
-            h.1 = mix(h.1, bytes.loadUnaligned(fromByteOffset: at + 8, as: UInt64.self), k.1)
-            h.2 = mix(h.2, bytes.loadUnaligned(fromByteOffset: at + 16, as: UInt64.self), k.2)
-            h.3 = mix(h.3, bytes.loadUnaligned(fromByteOffset: at + 24, as: UInt64.self), k.3)
+        var (h0, h1, h2, h3, h4, h5, h6, h7): (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (1, 2, 3, 4, 5, 6, 7, 8)
+        let blocks = bytes.count / 64
+        if let base = bytes.baseAddress {
+            for block in 0..<blocks {
+                let at = base + block * 64
+                h0 = mix(h0, at.loadUnaligned(as: UInt64.self), k0)
+                h1 = mix(h1, at.loadUnaligned(fromByteOffset: 8, as: UInt64.self), k1)
+                h2 = mix(h2, at.loadUnaligned(fromByteOffset: 16, as: UInt64.self), k2)
+                h3 = mix(h3, at.loadUnaligned(fromByteOffset: 24, as: UInt64.self), k3)
+                h4 = mix(h4, at.loadUnaligned(fromByteOffset: 32, as: UInt64.self), k0)
+                h5 = mix(h5, at.loadUnaligned(fromByteOffset: 40, as: UInt64.self), k1)
+                h6 = mix(h6, at.loadUnaligned(fromByteOffset: 48, as: UInt64.self), k2)
+                h7 = mix(h7, at.loadUnaligned(fromByteOffset: 56, as: UInt64.self), k3)
+            }
         }
-        var result = mix(mix(mix(h.0, h.1, k.1), h.2, k.2), h.3, k.3) ^ UInt64(bytes.count)
-        for index in (words * 32)..<bytes.count { result = mix(result, UInt64(bytes[index]), k.0) }
-        return mix(result, result >> 31, k.2)
+        var result = UInt64(bytes.count)
+        for (lane, k) in [(h0, k0), (h1, k1), (h2, k2), (h3, k3), (h4, k0), (h5, k1), (h6, k2), (h7, k3)] { result = mix(result, lane, k) }
+        for index in (blocks * 64)..<bytes.count { result = mix(result, UInt64(bytes[index]), k0) }
+        return mix(result, result >> 31, k2)
     }
 }
 
-/// Files mapped whole, read-only contents in private writable pages.
+/// What `stat` says of a file: while none of it moves, its bytes have not changed.
+struct FileIdentity: Equatable {
+    let device: UInt64
+    let inode: UInt64
+    let size: Int
+    let modified: timespec
+    let changed: timespec
+
+    init(path: String) throws(ShrinkIOError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw .cannotOpen(path: path, reason: "errno \(errno)") }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        size = Int(info.st_size)
+        modified = info.st_mtim
+        changed = info.st_ctim
+    }
+
+    static func == (a: FileIdentity, b: FileIdentity) -> Bool {
+        a.description == b.description
+    }
+
+    var description: String {
+        "\(device) \(inode) \(size) \(modified.tv_sec).\(modified.tv_nsec) \(changed.tv_sec).\(changed.tv_nsec)"
+    }
+
+    /// Whether the file last changed at least two seconds ago.
+    var isSettled: Bool {
+        let now = Int(Date().timeIntervalSince1970)
+        return Int(modified.tv_sec) < now - 2 && Int(changed.tv_sec) < now - 2
+    }
+
+    /// The line that remembers `hash` for this identity.
+    func remembering(_ hash: UInt64) -> String { description + " " + String(format: "%016llx", hash) + "\n" }
+
+    /// The hash `text` remembers for this identity, nil for another identity or a malformed line.
+    func hash(remembered text: String) -> UInt64? {
+        let prefix = description + " "
+        guard text.hasPrefix(prefix), text.hasSuffix("\n") else { return nil }
+        let digits = text.dropFirst(prefix.count).dropLast()
+        guard digits.count == 16 else { return nil }
+        return UInt64(digits, radix: 16)
+    }
+}
+
+/// Files mapped whole, read-only contents in private writable pages, their page tables filled at
+/// once (`MADV_POPULATE_READ`, Linux 5.14; older kernels fault pages in as they are read), which
+/// is several times faster than faulting 4 KB at a time.
 enum MappedFile {
     /// Maps the file at `path`; the caller unmaps it (or hands it to a `WeightArena`).
     static func map(path: String) throws(ShrinkIOError) -> (UnsafeMutableRawPointer, Int) {
@@ -245,6 +324,7 @@ enum MappedFile {
         guard let base = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, descriptor, 0), base != MAP_FAILED else {
             throw .cannotOpen(path: path, reason: "cannot map (errno \(errno))")
         }
+        _ = madvise(base, size, 22)  // MADV_POPULATE_READ
         return (base, size)
     }
 

@@ -3,24 +3,28 @@ import ShrinkCore
 import ShrinkIO
 import ShrinkKernels
 
-/// Rows of an embedding table, dense or encoded (an encoded table decodes only the rows asked for,
-/// through the vector row decoders of `PackedLinear`).
+/// Rows of an embedding table read from its stored bytes: an F32 table's rows copied as they
+/// are, other tables' (F16, BF16, any encoding) decoded through the vector row decoders of
+/// `PackedLinear`. Only the rows asked for are read.
 public struct EmbeddingTable: Sendable {
     public let rows: Int
     public let columns: Int
-    private let dense: [Float]?
-    private let encoded: PackedLinear?
+    private let source: Source
 
-    init(dense: [Float], rows: Int, columns: Int) {
-        self.dense = dense
-        encoded = nil
-        self.rows = rows
-        self.columns = columns
+    private enum Source: Sendable {
+        case float32(DenseTensor)
+        case decoded(PackedLinear)
+    }
+
+    /// Over the stored bytes of an F32 `rows × columns` table.
+    init(float32 table: DenseTensor) {
+        source = .float32(table)
+        rows = table.shape[0]
+        columns = table.shape[1]
     }
 
     init(encoded table: EncodedTensor, kernels: KernelVariant) {
-        dense = nil
-        encoded = PackedLinear(weight: table, bias: nil, threads: 1, variant: kernels)
+        source = .decoded(PackedLinear(weight: table, bias: nil, threads: 1, variant: kernels))
         rows = table.shape[0]
         columns = table.shape[1]
     }
@@ -28,20 +32,14 @@ public struct EmbeddingTable: Sendable {
     /// Writes row `row` to `target[0..<columns]`.
     public func gather(row: Int, into target: UnsafeMutablePointer<Float>) {
         precondition(row >= 0 && row < rows)
-        if let dense {
-            dense.withUnsafeBufferPointer { target.update(from: $0.baseAddress! + row * columns, count: columns) }
-        } else {
-            encoded!.decodeWeightRow(row, into: target)
+        switch source {
+        case .float32(let table): UnsafeMutableRawPointer(target).copyMemory(from: table.bytes.baseAddress! + 4 * row * columns, byteCount: 4 * columns)
+        case .decoded(let table): table.decodeWeightRow(row, into: target)
         }
     }
 
-    /// Adds row `row` to `target[0..<columns]`; an encoded table decodes it into `scratch`
-    /// (`columns` floats) first.
+    /// Adds row `row` to `target[0..<columns]`, gathering it into `scratch` (`columns` floats) first.
     public func add(row: Int, into target: UnsafeMutablePointer<Float>, scratch: UnsafeMutablePointer<Float>) {
-        if let dense {
-            dense.withUnsafeBufferPointer { values in for column in 0..<columns { target[column] += values[row * columns + column] } }
-            return
-        }
         gather(row: row, into: scratch)
         for column in 0..<columns { target[column] += scratch[column] }
     }
@@ -105,7 +103,8 @@ public final class WeightSource: @unchecked Sendable {
         kernels = options.kernels
         integerKernels = options.integerKernels
         if let cache = options.specialization,
-           let key = try? SpecializationCache.key(modelPath: store.path, variant: options.integerKernels, activations: options.activations) {
+           let key = try? cache.key(modelPath: store.path, variant: options.integerKernels, activations: options.activations,
+                                    remembers: cache.createsEntries) {
             let path = cache.entryPath(key: key)
             let exists = FileManager.default.fileExists(atPath: path)
             let entry = exists ? try? SpecializedPanels(path: path, key: key) : nil
@@ -211,23 +210,20 @@ public final class WeightSource: @unchecked Sendable {
         guard tensor.shape == [out, inputs] else {
             throw .invalidWeight(tensor: name, reason: "is \(tensor.dtype.rawValue) \(Shape.describe(tensor.shape)), expected \(Shape.describe([out, inputs]))")
         }
-        return PackedLinear(weight: try halfPrecisionWeight(name, tensor), bias: bias, threads: threads, variant: kernels)
+        return PackedLinear(weight: try storedWeight(name, tensor), bias: bias, threads: threads, variant: kernels)
     }
 
-    /// The F16/BF16 `tensor` as a `.dense` encoded tensor viewing its stored bytes, once every
-    /// element was checked finite. The check reads every page; they are released after it and
-    /// come back when used, so a model larger than memory can load (calibration then releases each
+    /// The F32/F16/BF16 `tensor` as a `.dense` encoded tensor viewing its stored bytes, once every
+    /// element was checked finite (unless this load maps a cache entry: the load that wrote it
+    /// checked the same bytes). The check reads every page; they are released after it and come
+    /// back when used, so a model larger than memory can load (calibration then releases each
     /// layer's pages after running it).
     /// - Throws: `ModelError.invalidWeight` naming the first infinite or NaN element.
-    func halfPrecisionWeight(_ name: String, _ tensor: DenseTensor) throws(ModelError) -> EncodedTensor {
-        // All-ones exponent: Inf or NaN.
-        let exponent: UInt16 = tensor.dtype == .f16 ? 0x7C00 : 0x7F80
-        let bits = (0..<(tensor.bytes.count / 2)).lazy.map { tensor.bytes.loadUnaligned(fromByteOffset: 2 * $0, as: UInt16.self) }
-        if let bad = bits.firstIndex(where: { $0 & exponent == exponent }) {
-            let value = tensor.dtype == .f16 ? FloatingPointConversion.float(fromHalfBits: bits[bad]) : FloatingPointConversion.float(fromBFloat16Bits: bits[bad])
-            throw .invalidWeight(tensor: name, reason: "element \(bad) is \(value)")
+    func storedWeight(_ name: String, _ tensor: DenseTensor) throws(ModelError) -> EncodedTensor {
+        if specialization?.entry == nil {
+            if let bad = Self.firstNonFinite(tensor) { throw .invalidWeight(tensor: name, reason: "element \(bad.index) is \(bad.value)") }
+            tensor.storage.releasePages()
         }
-        tensor.storage.releasePages()
         do {
             return try EncodedTensor(name: name, shape: tensor.shape, sourceDType: tensor.dtype, encoding: .dense(tensor.dtype), parts: ["values": tensor])
         } catch {
@@ -235,8 +231,35 @@ public final class WeightSource: @unchecked Sendable {
         }
     }
 
-    /// The embedding table `name` with `columns` columns: rows decoded as gathered from an encoded
-    /// or F16/BF16 table (whose pages stay on disk until read), a float copy of an F32 one.
+    /// The first infinite or NaN element of the F32, F16 or BF16 `tensor` (its index and value).
+    static func firstNonFinite(_ tensor: DenseTensor) -> (index: Int, value: Float)? {
+        let bytes = tensor.bytes
+        switch tensor.dtype {
+        case .f32:
+            // All-ones exponent: Inf or NaN.
+            let count = bytes.count / 4
+            var index = 0
+            while index < count {
+                // A branch-free test per block of 1,024 (it vectorizes); only a block with a hit is searched.
+                let end = min(count, index + 1024)
+                var hit = false
+                for at in index..<end { hit = hit || (bytes.loadUnaligned(fromByteOffset: 4 * at, as: UInt32.self) & 0x7F80_0000 == 0x7F80_0000) }
+                if hit, let bad = (index..<end).first(where: { bytes.loadUnaligned(fromByteOffset: 4 * $0, as: UInt32.self) & 0x7F80_0000 == 0x7F80_0000 }) {
+                    return (bad, bytes.loadUnaligned(fromByteOffset: 4 * bad, as: Float.self))
+                }
+                index = end
+            }
+            return nil
+        default:
+            let exponent: UInt16 = tensor.dtype == .f16 ? 0x7C00 : 0x7F80
+            let bits = (0..<(bytes.count / 2)).lazy.map { bytes.loadUnaligned(fromByteOffset: 2 * $0, as: UInt16.self) }
+            guard let bad = bits.firstIndex(where: { $0 & exponent == exponent }) else { return nil }
+            return (bad, tensor.dtype == .f16 ? FloatingPointConversion.float(fromHalfBits: bits[bad]) : FloatingPointConversion.float(fromBFloat16Bits: bits[bad]))
+        }
+    }
+
+    /// The embedding table `name` with `columns` columns: rows decoded as gathered from the stored
+    /// bytes of an encoded, F32, F16 or BF16 table (whose pages stay on disk until read).
     func embedding(_ name: String, columns: Int) throws(ModelError) -> EmbeddingTable {
         if let table = encodedTensor(name) {
             guard table.shape.count == 2, table.shape[1] == columns else {
@@ -245,13 +268,11 @@ public final class WeightSource: @unchecked Sendable {
             return EmbeddingTable(encoded: table, kernels: kernels)
         }
         guard let tensor = try denseTensor(name), tensor.shape.count == 2 else { throw .invalidWeight(tensor: name, reason: "missing from \(path)") }
-        if tensor.dtype == .f16 || tensor.dtype == .bf16 {
-            guard tensor.shape[1] == columns else {
-                throw .invalidWeight(tensor: name, reason: "has shape \(Shape.describe(tensor.shape)), expected [rows, \(columns)]")
-            }
-            return EmbeddingTable(encoded: try halfPrecisionWeight(name, tensor), kernels: kernels)
+        guard [.f32, .f16, .bf16].contains(tensor.dtype), tensor.shape[1] == columns else {
+            throw .invalidWeight(tensor: name, reason: "is \(tensor.dtype.rawValue) \(Shape.describe(tensor.shape)), expected a float [rows, \(columns)]")
         }
-        return EmbeddingTable(dense: try floats(name, shape: [tensor.shape[0], columns]), rows: tensor.shape[0], columns: columns)
+        let stored = try storedWeight(name, tensor)
+        return tensor.dtype == .f32 ? EmbeddingTable(float32: tensor) : EmbeddingTable(encoded: stored, kernels: kernels)
     }
 
     /// LayerNorm `name` (`name.weight`, `name.bias`).

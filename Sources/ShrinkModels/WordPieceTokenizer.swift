@@ -37,12 +37,17 @@ public struct WordPieceTokenizer: Sendable {
             throw .invalidFile(path: path, reason: "cannot read the vocabulary")
         }
         var vocabulary: [String: Int32] = [:]
-        // "\r\n" is one Character in Swift, so both line endings are separators here.
-        var lines = String(decoding: data, as: UTF8.self)
-            .split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
-        if lines.last == "" { lines.removeLast() }
-        for (index, line) in lines.enumerated() where vocabulary[String(line)] == nil {
-            vocabulary[String(line)] = Int32(index)
+        // One token per line (ended by "\n" or "\r\n"; a last empty line is no token); a repeated
+        // token keeps its first id. Lines are cut on bytes: a multi-byte character never holds "\n".
+        data.withUnsafeBytes { bytes in
+            let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+            vocabulary.reserveCapacity(lines.count)
+            for (index, line) in lines.enumerated() {
+                let ended = index < lines.count - 1
+                if !ended, line.isEmpty { break }
+                let token = String(decoding: ended && line.last == UInt8(ascii: "\r") ? line.dropLast() : line, as: UTF8.self)
+                if let first = vocabulary.updateValue(Int32(index), forKey: token) { vocabulary[token] = first }
+            }
         }
         func special(_ token: String) throws(ModelError) -> Int32 {
             guard let id = vocabulary[token] else { throw .invalidFile(path: path, reason: "the vocabulary has no \(token)") }
