@@ -103,4 +103,28 @@ import ShrinkTestSupport
         #expect(rebuilt.specializationOutcome == .written(rebuilt: true))
         #expect(try embeddings(rebuilt) == reference)
     }
+
+    /// A model file's hash is remembered by its identity only once the file has settled (two
+    /// seconds unchanged); any change to the file, even of the same size, gives another key, and
+    /// a damaged memo is read again from the file.
+    @Test func rememberedHashesFollowTheFile() throws {
+        let folder = TemporaryDirectory()
+        let cache = SpecializationCache(directory: folder.file("cache"))
+        let model = folder.file("model.bin")
+        try Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7) }).write(to: URL(fileURLWithPath: model))
+        func key() throws -> String { try cache.key(modelPath: model, variant: .best, activations: .int8) }
+        let first = try key()
+        #expect(!FileManager.default.fileExists(atPath: folder.file("cache/identities")), "a file just written is not remembered")
+        Thread.sleep(forTimeInterval: 3.1)
+        #expect(try key() == first)
+        let memos = try FileManager.default.contentsOfDirectory(atPath: folder.file("cache/identities"))
+        try #require(memos.count == 1)
+        #expect(try key() == first)
+        try Data("garbage".utf8).write(to: URL(fileURLWithPath: folder.file("cache/identities/" + memos[0])))
+        #expect(try key() == first)
+        var changed = try Data(contentsOf: URL(fileURLWithPath: model))
+        changed[12345] ^= 1
+        try changed.write(to: URL(fileURLWithPath: model))
+        #expect(try key() != first)
+    }
 }
