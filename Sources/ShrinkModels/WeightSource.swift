@@ -182,15 +182,18 @@ public final class WeightSource: @unchecked Sendable {
 
     func plainLinear(_ name: String, out: Int, in inputs: Int) throws(ModelError) -> any LinearOperator {
         let bias = try denseTensor(name + ".bias") == nil ? nil : try floats(name + ".bias", shape: [out])
-        // A cache entry holds the panels of this file's own (content-keyed) tensors, so the tensor is not decoded for them.
+        let encoded = encodedTensor(name + ".weight")
+        // A cache entry holds the panels of this file's own (content-keyed) tensors, so the tensor is
+        // not decoded for them; a rotated weight's panels hold `W'`, its rotation comes from the file.
         if let restored = specialization?.entry?.panels(for: name + ".weight"), restored.rows == out, restored.columns == inputs {
-            return Int8ActivationLinear(weights: restored, bias: bias, threads: threads, variant: integerKernels)
+            let base = Int8ActivationLinear(weights: restored, bias: bias, threads: threads, variant: integerKernels)
+            return encoded?.inputRotation.map { RotatedLinear(base: base, rotation: $0.rotation, variant: kernels) } ?? base
         }
-        if let weight = encodedTensor(name + ".weight") {
+        if let weight = encoded {
             try checkShape(weight, [out, inputs])
             let built = activations.linear(weight: weight, bias: bias, threads: threads, kernels: kernels, integerKernels: integerKernels, arena: arena)
-            // Rotated weights keep their rotation outside the panels: they are repacked every load.
-            if specialization != nil, let panels = (built as? Int8ActivationLinear)?.weights { repacked.append((weight.name, .int8(panels))) }
+            let integer = (built as? Int8ActivationLinear) ?? ((built as? RotatedLinear)?.base as? Int8ActivationLinear)
+            if specialization != nil, let panels = integer?.weights { repacked.append((weight.name, .int8(panels))) }
             return built
         }
         if let tensor = try denseTensor(name + ".weight"), tensor.dtype == .f16 || tensor.dtype == .bf16 {

@@ -1,5 +1,7 @@
 import Foundation
 import Testing
+import Shrink
+import ShrinkCompression
 import ShrinkKernels
 import ShrinkModels
 import ShrinkTestSupport
@@ -20,10 +22,10 @@ import ShrinkTestSupport
         return rows
     }
 
-    static func entry(in folder: TemporaryDirectory) throws -> String {
-        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".panels") }
+    static func entry(in folder: String) throws -> String {
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".panels") }
         try #require(files.count == 1)
-        return folder.file(files[0])
+        return folder + "/" + files[0]
     }
 
     @Test func warmLoadsMapThePanelsAndComputeTheSameLogits() throws {
@@ -50,7 +52,7 @@ import ShrinkTestSupport
         let folder = TemporaryDirectory()
         let cache = SpecializationCache(directory: folder.path, createsEntries: false)
         _ = try Self.decoder(cache: SpecializationCache(directory: folder.path))
-        let path = try Self.entry(in: folder)
+        let path = try Self.entry(in: folder.path)
         let reference = try Self.logits(try Self.decoder(cache: nil))
         let whole = try Data(contentsOf: URL(fileURLWithPath: path))
         for (label, damaged) in [("one flipped byte in the data", { var d = whole; d[d.count - 100] ^= 0x10; return d }()),
@@ -70,36 +72,46 @@ import ShrinkTestSupport
         }
     }
 
-    static func encoder(cache: SpecializationCache?, activations: ActivationPrecision = .int8) throws -> SentenceEncoder {
-        let (files, architecture) = try ModelArchitectures.open(weightsPath: TestModels.miniLM + "/model.safetensors",
-                                                               configPath: TestModels.miniLM + "/config.json")
+    static func encoder(cache: SpecializationCache?, activations: ActivationPrecision = .int8,
+                        weights: String = TestModels.miniLM + "/model.safetensors") throws -> SentenceEncoder {
+        let (files, architecture) = try ModelArchitectures.open(weightsPath: weights, configPath: TestModels.miniLM + "/config.json")
         return try #require(try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: 2, activations: activations, specialization: cache))
                             as? SentenceEncoder)
     }
 
-    @Test(arguments: ActivationPrecision.allCases)
-    func miniLMMapsItsFloatPanels(activations: ActivationPrecision) throws {
+    /// MiniLM as shipped (F32: fp32 panels) at both activation precisions, and compressed with
+    /// rotated int8 weights (int8 panels of `W'`, the rotation read from the file).
+    @Test(arguments: [(ActivationPrecision.int8, false), (.float32, false), (.int8, true)])
+    func miniLMMapsItsPanels(activations: ActivationPrecision, rotated: Bool) throws {
         let folder = TemporaryDirectory()
-        let cache = SpecializationCache(directory: folder.path)
+        var modelPath = TestModels.miniLM + "/model.safetensors"
+        if rotated {
+            let recipe = folder.file("rotated.json")
+            try Data(#"{"op_type": {"linear": {"rotate": {}, "quantize": {"bits": 8}}}}"#.utf8).write(to: URL(fileURLWithPath: recipe))
+            modelPath = folder.file("rotated.safetensors")
+            _ = try ModelCompressor.compress(model: try ModelLocation.resolve(TestModels.miniLM), recipe: try Recipe.load(path: recipe), output: modelPath)
+        }
+        let cache = SpecializationCache(directory: folder.file("cache"))
         let sentences = ["A man is playing a guitar.", "Three dogs run across a snowy field at dawn."]
         func embeddings(_ encoder: SentenceEncoder) throws -> [[Float]] { try encoder.embed(sentences.map(encoder.tokenize)) }
-        let reference = try embeddings(try Self.encoder(cache: nil, activations: activations))
-        let cold = try Self.encoder(cache: cache, activations: activations)
+        func encoder(_ cache: SpecializationCache?) throws -> SentenceEncoder { try Self.encoder(cache: cache, activations: activations, weights: modelPath) }
+        let reference = try embeddings(try encoder(nil))
+        let cold = try encoder(cache)
         #expect(cold.specializationOutcome == .written(rebuilt: false))
-        let modelPath = TestModels.miniLM + "/model.safetensors"
         #expect(cache.status(modelPath: modelPath, activations: activations) == .ready)
         let other = activations == .int8 ? ActivationPrecision.float32 : .int8
         #expect(cache.status(modelPath: modelPath, activations: other) == .missing)
-        let warm = try Self.encoder(cache: cache, activations: activations)
+        let warm = try encoder(cache)
         #expect(warm.specializationOutcome == .mapped)
         #expect(warm.linearExecutions.map(\.execution) == cold.linearExecutions.map(\.execution))
+        if rotated { #expect(warm.linearExecutions.allSatisfy { $0.execution.kernel.hasPrefix("hadamard") }, "\(warm.linearExecutions.map(\.execution.kernel))") }
         #expect(try embeddings(cold) == reference)
         #expect(try embeddings(warm) == reference)
-        let path = try Self.entry(in: folder)
+        let path = try Self.entry(in: folder.file("cache"))
         var damaged = try Data(contentsOf: URL(fileURLWithPath: path))
         damaged[damaged.count / 2] ^= 0x04
         try damaged.write(to: URL(fileURLWithPath: path))
-        let rebuilt = try Self.encoder(cache: cache, activations: activations)
+        let rebuilt = try encoder(cache)
         #expect(rebuilt.specializationOutcome == .written(rebuilt: true))
         #expect(try embeddings(rebuilt) == reference)
     }
