@@ -52,6 +52,8 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
                     luts: [[Float]]?, rowGroup: [Int], scales: [Float], offsets: [Float], block: Int, blocksPerRow: Int, rowScale: [Float]?)
         /// F16 or BF16 values, row-major, used in place.
         case half(values: UnsafePointer<UInt16>, bf16: Bool)
+        /// F32 values, row-major, used in place (rows copied out, without alignment assumptions).
+        case float32(values: UnsafeRawPointer)
         case generic(EncodedTensorReader)
     }
 
@@ -78,6 +80,7 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
         case .palette(_, _, let fourBit, _, _, _, _): fourBit ? "4-bit LUT indices → f32 LUT" : "8-bit LUT indices → f32 LUT"
         case .sparse(_, _, _, _, let luts, _, _, _, _, _, _): luts == nil ? "mask + affine codes" : "mask + LUT indices"
         case .half(_, let bf16): bf16 ? "bf16" : "f16"
+        case .float32: "f32"
         case .generic: "decoded rows"
         }
         return LinearExecution(kernel: "fp32 × decoded weights, \(variant.rawValue)", weights: weights)
@@ -129,6 +132,8 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
         case .dense(let dtype) where dtype == .f16 || dtype == .bf16:
             let values = weight.parts["values"]!.bytes.baseAddress!.assumingMemoryBound(to: UInt16.self)
             return (.half(values: values, bf16: dtype == .bf16), nil)
+        case .dense(.f32):
+            return (.float32(values: UnsafeRawPointer(weight.parts["values"]!.bytes.baseAddress!)), nil)
         default:
             return (.generic(EncodedTensorReader(weight)), nil)
         }
@@ -311,6 +316,8 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
             }
         case .half(let values, let bf16):
             variant.decodeHalf(values + row * inFeatures, inFeatures, bf16: bf16, out)
+        case .float32(let values):
+            UnsafeMutableRawPointer(out).copyMemory(from: values + 4 * row * inFeatures, byteCount: 4 * inFeatures)
         case .generic(let reader):
             reader.decode(flatRange: (row * inFeatures)..<((row + 1) * inFeatures), into: out)
         }

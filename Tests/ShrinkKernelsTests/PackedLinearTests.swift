@@ -47,8 +47,10 @@ import ShrinkTestSupport
         #expect(tested > 0, "no shape fits \(encoding)")
     }
 
-    @Test(arguments: [DType.f16, .bf16], KernelVariant.available)
-    func halfPrecisionWeightsMatchTheReference(dtype: DType, variant: KernelVariant) throws {
+    /// Dense weights used in place (F16, BF16, F32): forward passes within the reference's bound,
+    /// and rows gathered exactly as stored.
+    @Test(arguments: [DType.f16, .bf16, .f32], KernelVariant.available)
+    func denseWeightsMatchTheReference(dtype: DType, variant: KernelVariant) throws {
         var generator = SeededGenerator(seed: 21)
         for shape in Self.shapes {
             let (outFeatures, inFeatures) = (shape[0], shape[1])
@@ -56,6 +58,10 @@ import ShrinkTestSupport
             let weight = try EncodedTensor(name: "w", shape: shape, sourceDType: dtype, encoding: .dense(dtype), parts: ["values": values])
             let bias = generator.floats(outFeatures)
             let decoded = weight.decode()
+            let layer = PackedLinear(weight: weight, bias: nil, threads: 1, variant: variant)
+            var row = [Float](repeating: .nan, count: inFeatures)
+            layer.decodeWeightRow(outFeatures - 1, into: &row)
+            #expect(row == Array(decoded[((outFeatures - 1) * inFeatures)...]), "\(dtype) \(variant) \(shape): last row gathered")
             for rows in [1, 5, PackedLinear.blasRowThreshold + 1] {
                 let x = generator.floats(rows * inFeatures, in: -2...2)
                 var expected = [Float](repeating: 0, count: rows * outFeatures)
