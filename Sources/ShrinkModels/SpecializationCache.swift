@@ -15,7 +15,7 @@ import ShrinkKernels
 /// written atomically (`AtomicFile`).
 public final class SpecializationCache: @unchecked Sendable {
     /// Changes whenever the panels' layouts or this format change, so that older entries go stale.
-    public static let layoutVersion = 3
+    public static let layoutVersion = 4
     static let magic = Array("SHRKSPC1".utf8)
 
     public let directory: String
@@ -89,9 +89,10 @@ public final class SpecializationCache: @unchecked Sendable {
     }
 }
 
-/// A repacked weight a cache entry holds.
+/// A repacked weight a cache entry holds: int8 panels (of `W'` for a weight stored rotated, whose
+/// rotation stays in the model file) or fp32 panels.
 enum SpecializedWeight {
-    case int8(Int8PanelWeights)
+    case int8(Int8PanelWeights, rotated: Bool)
     case float32(DenseLinear)
 }
 
@@ -101,6 +102,8 @@ final class SpecializedPanels: @unchecked Sendable {
     let arena: WeightArena
     private let entries: [String: (layout: Int8PanelWeights.Layout, buffers: [String: UnsafeMutableRawBufferPointer])]
     private let floatEntries: [String: (rows: Int, columns: Int, panels: UnsafeMutableRawBufferPointer)]
+    /// The tensors whose int8 panels hold a rotated weight `W'`.
+    let rotated: Set<String>
 
     /// Maps and checks the entry at `path`.
     /// - Throws: `ShrinkIOError.invalidHeader` for a short file, another magic, a checksum or key mismatch, or a bad header.
@@ -120,6 +123,7 @@ final class SpecializedPanels: @unchecked Sendable {
         guard header.member("key")?.stringValue == key else { throw fail("made for another model, kernel variant or layout version") }
         var entries: [String: (Int8PanelWeights.Layout, [String: UnsafeMutableRawBufferPointer])] = [:]
         var floatEntries: [String: (Int, Int, UnsafeMutableRawBufferPointer)] = [:]
+        var rotated: Set<String> = []
         for (name, tensor) in header.member("tensors")?.objectValue ?? [] {
             func integer(_ key: String) throws(ShrinkIOError) -> Int {
                 guard let value = tensor.member(key)?.integerValue else { throw fail("tensors.\(name).\(key) is missing") }
@@ -145,9 +149,11 @@ final class SpecializedPanels: @unchecked Sendable {
                 hasCenteredBytes: tensor.member("centered") == .bool(true),
                 halfBlocks: half.flatMap { $0.count == 2 ? (Int32(truncatingIfNeeded: $0[0]), $0[1]) : nil })
             entries[name] = (layout, buffers)
+            if tensor.member("rotated") == .bool(true) { rotated.insert(name) }
         }
         self.entries = entries
         self.floatEntries = floatEntries
+        self.rotated = rotated
     }
 
     /// The `kind` of an entry's fp32 panels (int8 panels have none).
@@ -182,7 +188,7 @@ final class SpecializedPanels: @unchecked Sendable {
                 place(linear.storedPanels, as: "panels", in: &places)
                 tensors.append((name, [("kind", .string(floatKind)), ("rows", .number(String(linear.outFeatures))),
                                        ("columns", .number(String(linear.inFeatures)))], places))
-            case .int8(let panels):
+            case .int8(let panels, let isRotated):
                 let (layout, buffers) = panels.stored
                 for buffer in Int8PanelWeights.bufferNames {
                     if let bytes = buffers[buffer] { place(bytes, as: buffer, in: &places) }
@@ -193,6 +199,7 @@ final class SpecializedPanels: @unchecked Sendable {
                     ("exact", .bool(layout.isExact)), ("centered", .bool(layout.hasCenteredBytes)),
                 ]
                 if let half = layout.halfBlocks { fields.append(("half", .array([.number(String(half.zero)), .number(String(half.blocksPerSuper))]))) }
+                if isRotated { fields.append(("rotated", .bool(true))) }
                 tensors.append((name, fields, places))
             }
         }

@@ -3,28 +3,15 @@ import ShrinkCore
 import ShrinkIO
 import ShrinkKernels
 
-/// Rows of an embedding table read from its stored bytes: an F32 table's rows copied as they
-/// are, other tables' (F16, BF16, any encoding) decoded through the vector row decoders of
-/// `PackedLinear`. Only the rows asked for are read.
+/// Rows of an embedding table read from its stored bytes (F32, F16, BF16 or any encoding): only
+/// the rows asked for are decoded, through the vector row decoders of `PackedLinear`.
 public struct EmbeddingTable: Sendable {
     public let rows: Int
     public let columns: Int
-    private let source: Source
-
-    private enum Source: Sendable {
-        case float32(DenseTensor)
-        case decoded(PackedLinear)
-    }
-
-    /// Over the stored bytes of an F32 `rows × columns` table.
-    init(float32 table: DenseTensor) {
-        source = .float32(table)
-        rows = table.shape[0]
-        columns = table.shape[1]
-    }
+    private let table: PackedLinear
 
     init(encoded table: EncodedTensor, kernels: KernelVariant) {
-        source = .decoded(PackedLinear(weight: table, bias: nil, threads: 1, variant: kernels))
+        self.table = PackedLinear(weight: table, bias: nil, threads: 1, variant: kernels)
         rows = table.shape[0]
         columns = table.shape[1]
     }
@@ -32,13 +19,10 @@ public struct EmbeddingTable: Sendable {
     /// Writes row `row` to `target[0..<columns]`.
     public func gather(row: Int, into target: UnsafeMutablePointer<Float>) {
         precondition(row >= 0 && row < rows)
-        switch source {
-        case .float32(let table): UnsafeMutableRawPointer(target).copyMemory(from: table.bytes.baseAddress! + 4 * row * columns, byteCount: 4 * columns)
-        case .decoded(let table): table.decodeWeightRow(row, into: target)
-        }
+        table.decodeWeightRow(row, into: target)
     }
 
-    /// Adds row `row` to `target[0..<columns]`, gathering it into `scratch` (`columns` floats) first.
+    /// Adds row `row` to `target[0..<columns]`, decoding it into `scratch` (`columns` floats) first.
     public func add(row: Int, into target: UnsafeMutablePointer<Float>, scratch: UnsafeMutablePointer<Float>) {
         gather(row: row, into: scratch)
         for column in 0..<columns { target[column] += scratch[column] }
@@ -182,18 +166,23 @@ public final class WeightSource: @unchecked Sendable {
 
     func plainLinear(_ name: String, out: Int, in inputs: Int) throws(ModelError) -> any LinearOperator {
         let bias = try denseTensor(name + ".bias") == nil ? nil : try floats(name + ".bias", shape: [out])
-        let encoded = encodedTensor(name + ".weight")
         // A cache entry holds the panels of this file's own (content-keyed) tensors, so the tensor is
-        // not decoded for them; a rotated weight's panels hold `W'`, its rotation comes from the file.
-        if let restored = specialization?.entry?.panels(for: name + ".weight"), restored.rows == out, restored.columns == inputs {
+        // not decoded for them; a rotated weight's panels hold `W'`, its rotation's signs are read from the file.
+        if let entry = specialization?.entry, let restored = entry.panels(for: name + ".weight"), restored.rows == out, restored.columns == inputs {
             let base = Int8ActivationLinear(weights: restored, bias: bias, threads: threads, variant: integerKernels)
-            return encoded?.inputRotation.map { RotatedLinear(base: base, rotation: $0.rotation, variant: kernels) } ?? base
+            guard entry.rotated.contains(name + ".weight") else { return base }
+            if let rotation = encodedTensor(name + ".weight")?.inputRotation?.rotation { return RotatedLinear(base: base, rotation: rotation, variant: kernels) }
         }
-        if let weight = encoded {
+        if let weight = encodedTensor(name + ".weight") {
             try checkShape(weight, [out, inputs])
             let built = activations.linear(weight: weight, bias: bias, threads: threads, kernels: kernels, integerKernels: integerKernels, arena: arena)
-            let integer = (built as? Int8ActivationLinear) ?? ((built as? RotatedLinear)?.base as? Int8ActivationLinear)
-            if specialization != nil, let panels = integer?.weights { repacked.append((weight.name, .int8(panels))) }
+            if specialization != nil {
+                if let integer = built as? Int8ActivationLinear {
+                    repacked.append((weight.name, .int8(integer.weights, rotated: false)))
+                } else if let integer = (built as? RotatedLinear)?.base as? Int8ActivationLinear {
+                    repacked.append((weight.name, .int8(integer.weights, rotated: true)))
+                }
+            }
             return built
         }
         if let tensor = try denseTensor(name + ".weight"), tensor.dtype == .f16 || tensor.dtype == .bf16 {
@@ -274,8 +263,7 @@ public final class WeightSource: @unchecked Sendable {
         guard [.f32, .f16, .bf16].contains(tensor.dtype), tensor.shape[1] == columns else {
             throw .invalidWeight(tensor: name, reason: "is \(tensor.dtype.rawValue) \(Shape.describe(tensor.shape)), expected a float [rows, \(columns)]")
         }
-        let stored = try storedWeight(name, tensor)
-        return tensor.dtype == .f32 ? EmbeddingTable(float32: tensor) : EmbeddingTable(encoded: stored, kernels: kernels)
+        return EmbeddingTable(encoded: try storedWeight(name, tensor), kernels: kernels)
     }
 
     /// LayerNorm `name` (`name.weight`, `name.bias`).
