@@ -9,8 +9,7 @@ enum InspectCommand {
     static let spec = CommandSpec(
         name: "inspect",
         summary: "Show a model's parameters and bytes, its storage types and op types, and its tensors by layer.",
-        arguments: [ArgumentSpec(name: "model", help: "A model folder, a .safetensors or .gguf file, or a known model name (default: minilm).",
-                                 isOptional: true)],
+        arguments: [RuntimeArguments.modelArgument],
         options: [OptionSpec(name: "--json", valueName: nil, help: "Print the inspection as JSON instead of tables."),
                   OptionSpec(name: "--kernels", valueName: nil,
                              help: "Build the runtime and show, per linear layer, the kernel it runs, the weights as that kernel reads them, and how far they are from the stored ones."),

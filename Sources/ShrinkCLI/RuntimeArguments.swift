@@ -6,6 +6,9 @@ import ShrinkModels
 /// `--model`, `--base` and `--activations` of the commands that build a runtime (embed, inspect
 /// `--kernels`).
 enum RuntimeArguments {
+    /// The optional model positional of `inspect` and `specialize`.
+    static let modelArgument = ArgumentSpec(name: "model", help: "A model folder, a .safetensors (plain or compressed) or .gguf file, or a known model name (default: minilm).",
+                                            isOptional: true)
     static let activationsOption = OptionSpec(name: "--activations", valueName: "int8|f32",
                                               help: "Precision of compressed layers: int8 activations with integer dot products (default), or fp32.")
     static let baseOption = OptionSpec(name: "--base", valueName: "folder",

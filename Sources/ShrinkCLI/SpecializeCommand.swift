@@ -11,8 +11,7 @@ enum SpecializeCommand {
     static let spec = CommandSpec(
         name: "specialize",
         summary: "Write a model's repacked panels (int8, or fp32 for dense F32 weights) to the specialization cache, so that later loads map them; --check says whether it is ready.",
-        arguments: [ArgumentSpec(name: "model", help: "A model folder, a .safetensors, compressed or .gguf file, or a known model name (default: minilm).",
-                                 isOptional: true)],
+        arguments: [RuntimeArguments.modelArgument],
         options: [OptionSpec(name: "--check", valueName: nil, help: "Only say whether the cache holds a usable entry (exit 0) or not (exit 1), without loading the model."),
                   OptionSpec(name: "--cache", valueName: "folder", help: "The cache folder (default: $SHRINK_SPECIALIZATION_CACHE, else ~/.cache/shrink/specialized)."),
                   RuntimeArguments.baseOption])
