@@ -216,12 +216,11 @@ for (outFeatures, inFeatures) in shapes {
     for rows in rowCounts {
         let x = generator.floats(rows * inFeatures)
         for threads in threadCounts {
-            BLASThreading.setCount(threads)
             var output = [Float](repeating: 0, count: rows * outFeatures)
             var cases = [Case(label: "fp32 BLAS", bitsPerWeight: 32, bytes: dense.count * 4) { call in
                 denseCopies[call % denseCopies.count].withUnsafeBufferPointer { w in
                     DenseMatmul.blas(x: x, rows: rows, weights: w.baseAddress!, outFeatures: outFeatures, inFeatures: inFeatures,
-                                     bias: nil, output: &output)
+                                     bias: nil, output: &output, threads: threads)
                 }
             }]
             for (name, encoded, packed, panels) in prepared {

@@ -221,7 +221,6 @@ func cosines(_ embeddings: [[Float]]) -> (Double, Double) {
 
 var rows: [Row] = []
 for threads in [1, 2] {
-    BLASThreading.setCount(threads)
     let encoders = try files.map { ($0.0, try loadEncoder($0.1, threads: threads, activations: $0.2)) }
     let peerVariants = peers.flatMap { peer in peer.variants.map { (name: $0.0, variant: $0.1, peer: peer) } }
     var batch1 = [String: [Double]](), throughput = [String: [Double]]()

@@ -153,7 +153,7 @@ enum EndToEndTuning {
             }
         }
         let graph = try BertTrainingGraph(config: bert.config, pooling: pooling, parameters: student, threads: 1)
-        return try BLASThreading.singleThreaded(when: threads > 1) {
+        return try BLASThreading.singleThreaded {
             try train(graph: graph, teacher: teacher, palettes: palettes, sequences: sequences, encoded: encoded, store: store, config: config,
                       recipeFile: inputs.recipeFile, threads: threads, start: start)
         }

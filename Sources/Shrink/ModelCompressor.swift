@@ -106,8 +106,8 @@ public enum ModelCompressor {
         let correlations = try calibrate(model: model, modelDigest: sourceDigest, recipe: recipe,
                                          weights: planned.filter { $0.config.isCalibrated }.map { plan.entries[$0.index].tensor.name },
                                          threads: threads, cache: calibrationCache, spillNextTo: spill?.path)
-        // Tensors run in parallel, one per thread; their BLAS calls then take one thread each.
-        let results = try BLASThreading.singleThreaded(when: threads > 1) {
+        // Tensors run in parallel, one per thread; their BLAS calls take one thread each.
+        let results = try BLASThreading.singleThreaded {
             try Parallel.map(planned.count, threads: threads) { taskIndex throws -> (FinishedTensor, TensorCompressionReport) in
                 let task = planned[taskIndex]
                 let name = plan.entries[task.index].tensor.name

@@ -19,7 +19,7 @@ enum EmbedCommand {
             OptionSpec(name: "--input", valueName: "file", help: "UTF-8 text, one sentence per line. Required."),
             OptionSpec(name: "--output", valueName: "file", help: "Where to write the tensor 'embeddings' [N, hidden] F32 (.safetensors). Required."),
             OptionSpec(name: "--batch-size", valueName: "n", help: "Sentences per forward pass (default 32)."),
-            OptionSpec(name: "--threads", valueName: "n", help: "Threads for compressed layers, and for BLAS when it is OpenBLAS (default: all cores)."),
+            OptionSpec(name: "--threads", valueName: "n", help: "Threads (default: all cores)."),
             RuntimeArguments.activationsOption,
         ])
 
@@ -28,7 +28,6 @@ enum EmbedCommand {
         guard let output = arguments.value("--output") else { throw UsageError(command: spec.name, message: "missing option --output <file>") }
         let batchSize = try arguments.positiveInteger("--batch-size", default: 32, command: spec.name)
         let threads = try arguments.positiveInteger("--threads", default: ProcessInfo.processInfo.activeProcessorCount, command: spec.name)
-        BLASThreading.setCount(threads)
         let activations = try RuntimeArguments.activations(arguments, command: spec.name)
         let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
         let (runtime, architecture) = try RuntimeArguments.runtime(arguments, location: location,

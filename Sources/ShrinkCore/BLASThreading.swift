@@ -7,12 +7,13 @@ import Foundation
 ///
 /// OpenBLAS splits a call's work over its global thread count, and some of its kernels (Haswell's
 /// `sgemm` and `ssyrk`, which it picks on AMD Zen) sum a split's tile edges in another order: the
-/// same call gives other bits at another count. Passes whose bytes must not depend on timing or
-/// `--threads` (calibration statistics, GPTQ) run their BLAS calls inside `singleThreaded`, and
-/// Shrink's own threads keep the cores busy. Sections nest and overlap across threads: OpenBLAS
-/// stays on one thread from the first entry to the last exit, and a count set meanwhile
-/// (`setCount`) takes effect at that exit. With a BLAS other than OpenBLAS (single-threaded
-/// netlib) every call is a no-op.
+/// same call gives other bits at another count, or while another thread of the process has
+/// OpenBLAS on one thread. Every BLAS call of Shrink's therefore runs inside `singleThreaded`, in
+/// pieces fixed by the operands (`DenseMatmul`), and Shrink's own threads keep the cores busy:
+/// results depend on neither `--threads` nor timing. Sections nest and overlap across threads:
+/// OpenBLAS stays on one thread from the first entry to the last exit, which restores the count the
+/// first entry found (the host application's own BLAS use is unchanged outside sections). With a
+/// BLAS other than OpenBLAS (single-threaded netlib) every call is a no-op.
 public enum BLASThreading {
     private typealias Setter = @convention(c) (Int32) -> Void
     private typealias Getter = @convention(c) () -> Int32
@@ -25,20 +26,6 @@ public enum BLASThreading {
         guard let set = dlsym(process, "openblas_set_num_threads"), let get = dlsym(process, "openblas_get_num_threads") else { return nil }
         return (unsafeBitCast(set, to: Setter.self), unsafeBitCast(get, to: Getter.self))
     }()
-
-    /// OpenBLAS's thread count outside single-threaded sections (1 for other BLAS libraries).
-    public static var count: Int {
-        lock.withLock { depth > 0 ? Int(outside) : Int(functions?.get() ?? 1) }
-    }
-
-    /// Sets OpenBLAS's thread count to `threads` (at least 1), at once outside single-threaded
-    /// sections, else when the last one exits.
-    public static func setCount(_ threads: Int) {
-        lock.withLock {
-            let threads = Int32(clamping: max(1, threads))
-            if depth > 0 { outside = threads } else { functions?.set(threads) }
-        }
-    }
 
     /// `body` with OpenBLAS on one thread when `condition` holds (else `body` as is).
     public static func singleThreaded<Result, Failure: Error>(when condition: Bool = true, _ body: () throws(Failure) -> Result) throws(Failure) -> Result {

@@ -5,20 +5,39 @@ import ShrinkCore
 /// `rows × inFeatures`, `W` is `outFeatures × inFeatures`, both row-major, and `y` is
 /// `rows × outFeatures`. This is the fp32 baseline every compressed kernel is measured against.
 public enum DenseMatmul {
-    /// Computes the product with the system BLAS: `cblas_sgemv` for one row, `cblas_sgemm` otherwise.
+    /// Output-column block width of `blas`.
+    static let productBlock = 128
+
+    /// Computes the product with the system BLAS: the outputs fall in blocks of 128 columns, and
+    /// each block is one single-threaded call (`cblas_sgemv` for one row, `cblas_sgemm` otherwise),
+    /// the blocks dealt round-robin to `threads` workers. Every block is computed by the same call
+    /// whatever the thread count or concurrent BLAS use elsewhere in the process, so the result's
+    /// bits depend on the operands only. O(rows · outFeatures · inFeatures).
     public static func blas(x: UnsafePointer<Float>, rows: Int, weights: UnsafePointer<Float>, outFeatures: Int,
-                            inFeatures: Int, bias: UnsafePointer<Float>?, output: UnsafeMutablePointer<Float>) {
-        precondition(rows > 0 && outFeatures > 0 && inFeatures > 0)
+                            inFeatures: Int, bias: UnsafePointer<Float>?, output: UnsafeMutablePointer<Float>, threads: Int = 1) {
+        precondition(rows > 0 && outFeatures > 0 && inFeatures > 0 && threads > 0)
         if let bias {
             for row in 0..<rows { (output + row * outFeatures).update(from: bias, count: outFeatures) }
         }
         let beta: Float = bias == nil ? 0 : 1
-        if rows == 1 {
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, Int32(outFeatures), Int32(inFeatures), 1, weights,
-                        Int32(inFeatures), x, 1, beta, output, 1)
-        } else {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Int32(rows), Int32(outFeatures), Int32(inFeatures), 1,
-                        x, Int32(inFeatures), weights, Int32(inFeatures), beta, output, Int32(outFeatures))
+        let blocks = (outFeatures + productBlock - 1) / productBlock
+        let workers = min(threads, blocks)
+        nonisolated(unsafe) let (input, matrix, target) = (x, weights, output)
+        BLASThreading.singleThreaded {
+            WorkerPool.shared.run(workers) { worker in
+                for block in stride(from: worker, to: blocks, by: workers) {
+                    let first = block * productBlock
+                    let count = Int32(min(productBlock, outFeatures - first))
+                    if rows == 1 {
+                        cblas_sgemv(CblasRowMajor, CblasNoTrans, count, Int32(inFeatures), 1, matrix + first * inFeatures,
+                                    Int32(inFeatures), input, 1, beta, target + first, 1)
+                    } else {
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Int32(rows), count, Int32(inFeatures), 1,
+                                    input, Int32(inFeatures), matrix + first * inFeatures, Int32(inFeatures), beta,
+                                    target + first, Int32(outFeatures))
+                    }
+                }
+            }
         }
     }
 

@@ -405,11 +405,11 @@ public final class PackedLinear: LinearOperator, @unchecked Sendable {
             if let bias {
                 bias.withUnsafeBufferPointer { b in
                     DenseMatmul.blas(x: x, rows: rows, weights: decoded, outFeatures: outFeatures, inFeatures: inFeatures,
-                                     bias: b.baseAddress, output: output.baseAddress!)
+                                     bias: b.baseAddress, output: output.baseAddress!, threads: threads)
                 }
             } else {
                 DenseMatmul.blas(x: x, rows: rows, weights: decoded, outFeatures: outFeatures, inFeatures: inFeatures,
-                                 bias: nil, output: output.baseAddress!)
+                                 bias: nil, output: output.baseAddress!, threads: threads)
             }
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import ShrinkCore
 import ShrinkKernels
 import ShrinkTestSupport
 
@@ -26,6 +27,24 @@ import ShrinkTestSupport
             #expect(abs(worst.element.0 - worst.element.1) <= tolerance,
                     "bias \(useBias): worst index \(worst.offset): \(worst.element.0) vs \(worst.element.1)")
         }
+    }
+
+    /// The BLAS path's bits depend on the operands only: 1, 2 and 3 threads, and OpenBLAS on one
+    /// thread (as while another thread of the process calibrates) or on its own count, agree.
+    @Test(arguments: [(1, 385, 97), (33, 385, 97), (64, 300, 129), (40, 1536, 384)])
+    func blasBitsDependOnTheOperandsOnly(rows: Int, outFeatures: Int, inFeatures: Int) {
+        var generator = SeededGenerator(seed: UInt64(rows * 31 + outFeatures * 7 + inFeatures))
+        let x = generator.floats(rows * inFeatures)
+        let weights = generator.floats(outFeatures * inFeatures)
+        func product(threads: Int) -> [Float] {
+            var output = [Float](repeating: .nan, count: rows * outFeatures)
+            DenseMatmul.blas(x: x, rows: rows, weights: weights, outFeatures: outFeatures, inFeatures: inFeatures,
+                             bias: nil, output: &output, threads: threads)
+            return output
+        }
+        let expected = product(threads: 1)
+        for threads in [2, 3] { #expect(product(threads: threads).map(\.bitPattern) == expected.map(\.bitPattern)) }
+        #expect(BLASThreading.singleThreaded { product(threads: 2) }.map(\.bitPattern) == expected.map(\.bitPattern))
     }
 
     /// The dense operator's panel kernel against the reference: every variant, 1 and 2 threads, every
