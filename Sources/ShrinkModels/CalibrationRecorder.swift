@@ -28,15 +28,32 @@ struct ObservedLinear: LinearOperator {
 
 /// Accumulates `LayerInputStatistics` (`Σ xᵀx`, `Σ |x|`, `max |x|`) of chosen linear layers while
 /// a model runs.
+///
+/// Ops that read the same input one after the other (query, key, value; gate, up) share one
+/// product `Xᵀ·X` and, while every input one of them saw the others saw too, one set of
+/// statistics: an observation is added once per group of ops that saw it, and an op whose inputs
+/// part from its group's takes a copy of the group's statistics first. Each op's statistics are
+/// therefore the sums it would have accumulated alone, bit for bit, and `recorded` / `drain`
+/// return ops of one group as values sharing their storage (copy on write). Memory: one
+/// `width²` product, the last input, and one set of statistics per group.
 public final class InputStatisticsRecorder: LinearInputObserver, @unchecked Sendable {
+    /// Statistics shared by the ops that saw the same inputs; `members` counts them.
+    private final class Group {
+        var statistics: LayerInputStatistics
+        var members = 0
+        init(_ statistics: LayerInputStatistics) { self.statistics = statistics }
+    }
+
     private let lock = NSLock()
     private let layers: Set<String>
-    private var statistics: [String: LayerInputStatistics] = [:]
+    private var groups: [String: Group] = [:]
     private var product: [Float] = []
-    /// The inputs `product` was computed from (`Xᵀ·X` of the last observation), so that ops that
-    /// read the same input one after the other (query, key, value; gate, up) share one product.
+    /// The inputs `product` was computed from (`Xᵀ·X` of the last observation).
     private var productInputs: [Float] = []
+    private var productRows = 0
     private var productWidth = 0
+    /// The ops that observed `productInputs` and whose statistics do not hold it yet, in order.
+    private var pending: [String] = []
     private let threads: Int
 
     /// Records the layers named in `layers` (op names, without `.weight`), computing each `Xᵀ·X`
@@ -53,27 +70,78 @@ public final class InputStatisticsRecorder: LinearInputObserver, @unchecked Send
             let repeated = productWidth == width && productInputs.count == count && productInputs.withUnsafeBytes { kept in
                 memcmp(kept.baseAddress!, inputs.baseAddress!, 4 * count) == 0
             }
+            if repeated, !pending.contains(layer) {
+                pending.append(layer)
+                return
+            }
+            addPending()
+            pending = [layer]
+            guard !repeated else { return }
             if product.count < width * width { product = [Float](repeating: 0, count: width * width) }
             product.withUnsafeMutableBufferPointer { buffer in
-                if !repeated {
-                    DenseMatmul.gram(x: inputs.baseAddress!, rows: rows, width: width, output: buffer.baseAddress!, threads: threads)
-                    productInputs = Array(inputs)
-                    productWidth = width
+                DenseMatmul.gram(x: inputs.baseAddress!, rows: rows, width: width, output: buffer.baseAddress!, threads: threads)
+            }
+            productInputs = Array(inputs)
+            productRows = rows
+            productWidth = width
+        }
+    }
+
+    /// Adds the kept observation to the statistics of the ops in `pending`: once per group whose
+    /// members all saw it; members that saw it leave a group whose other members did not (with a
+    /// copy of its statistics) and form a group of their own. O(width²) per group touched.
+    private func addPending() {
+        guard !pending.isEmpty else { return }
+        defer { pending = [] }
+        var seen: [ObjectIdentifier: Int] = [:]
+        for op in pending { if let group = groups[op] { seen[ObjectIdentifier(group), default: 0] += 1 } }
+        var moved: [ObjectIdentifier: Group] = [:]
+        var fresh: Group?
+        var touched: [Group] = []
+        for op in pending {
+            let group: Group
+            if let current = groups[op] {
+                let id = ObjectIdentifier(current)
+                if current.members == seen[id] {
+                    group = current
+                } else {
+                    group = moved[id] ?? Group(current.statistics)
+                    moved[id] = group
+                    current.members -= 1
+                    group.members += 1
                 }
-                statistics[layer, default: LayerInputStatistics(width: width)].add(
-                    rows: inputs, count: rows, product: UnsafeBufferPointer(rebasing: buffer[0..<(width * width)]))
+            } else {
+                group = fresh ?? Group(LayerInputStatistics(width: productWidth))
+                fresh = group
+                group.members += 1
+            }
+            groups[op] = group
+            if !touched.contains(where: { $0 === group }) { touched.append(group) }
+        }
+        let size = productWidth * productWidth
+        product.withUnsafeBufferPointer { product in
+            productInputs.withUnsafeBufferPointer { inputs in
+                for group in touched {
+                    group.statistics.add(rows: inputs, count: productRows, product: UnsafeBufferPointer(rebasing: product[0..<size]))
+                }
             }
         }
     }
 
     /// What was recorded, by op name.
-    public var recorded: [String: LayerInputStatistics] { lock.withLock { statistics } }
+    public var recorded: [String: LayerInputStatistics] {
+        lock.withLock {
+            addPending()
+            return groups.mapValues(\.statistics)
+        }
+    }
 
     /// What was recorded since the last `drain`, by op name; the recorder forgets it.
     public func drain() -> [String: LayerInputStatistics] {
         lock.withLock {
-            defer { statistics = [:] }
-            return statistics
+            addPending()
+            defer { groups = [:] }
+            return groups.mapValues(\.statistics)
         }
     }
 }
