@@ -81,7 +81,12 @@ public final class InputStatisticsRecorder: LinearInputObserver, @unchecked Send
             product.withUnsafeMutableBufferPointer { buffer in
                 DenseMatmul.gram(x: inputs.baseAddress!, rows: rows, width: width, output: buffer.baseAddress!, threads: threads)
             }
-            productInputs = Array(inputs)
+            // One buffer across observations of one size, not an allocation of tens of MB each.
+            if productInputs.count == count {
+                productInputs.withUnsafeMutableBufferPointer { $0.baseAddress!.update(from: inputs.baseAddress!, count: count) }
+            } else {
+                productInputs = Array(inputs)
+            }
             productRows = rows
             productWidth = width
         }
