@@ -34,10 +34,10 @@ extension ModelCompressor {
     /// Calibration (calibrated recipes without a statistics file), which runs the model block by
     /// block and spills each block's statistics:
     ///
-    ///     base + max_block (8·Σ_{its calibrated tensors} n² + its source bytes) + 4·max n² + 4·h·longest·(1 + 2·blocks) + e
+    ///     base + max_block (8·Σ_{its calibrated inputs} n² + its source bytes) + 4·max n² + 4·h·longest·(1 + 2·blocks) + e
     ///
-    /// the block's correlations (one per op while the block runs, though ops that read one input
-    /// store it once) and mapped weight pages (released when every text went through the block),
+    /// the block's correlations (one per input its calibrated ops read: query, key and value share
+    /// one, gate and up one; `sharedInput(of:)`) and mapped weight pages (released when every text went through the block),
     /// one float `XᵀX`; one text's hidden states (the others wait in a spill file) and a key/value
     /// cache per block (`h` the narrowest calibrated input, the model's width; `longest` a quarter
     /// of the longest line's UTF-8 bytes, at most 2,048 tokens); an F32 token embedding's float
@@ -49,7 +49,7 @@ extension ModelCompressor {
                                           fromStatisticsFile: Bool = false) throws -> CompressionMemoryEstimate {
         let (store, _, plan) = try plan(model: model, recipe: recipe)
         var working: [(name: String, bytes: Int)] = []
-        var blockCorrelations: [String: Int] = [:], blockSources: [String: Int] = [:]
+        var blockCorrelations: [String: [String: Int]] = [:], blockSources: [String: Int] = [:]
         var widths: [Int] = []
         for entry in plan.entries {
             guard case .compress(let config, _) = entry.decision else { continue }
@@ -61,7 +61,7 @@ extension ModelCompressor {
             let squared = config.isCalibrated ? inputs * inputs : 0
             let source = store.storage(of: entry.tensor.name)?.bytes ?? 0
             if config.isCalibrated {
-                blockCorrelations[entry.role.layer, default: 0] += 8 * squared
+                blockCorrelations[entry.role.layer, default: [:]][sharedInput(of: entry.role), default: 0] = 8 * squared
                 blockSources[entry.role.layer, default: 0] += source
                 widths.append(inputs)
             }
@@ -76,11 +76,22 @@ extension ModelCompressor {
             let lines = (try? Calibration.lines(data.path, limit: data.limit)) ?? []
             let longest = min(2048, (lines.map(\.utf8.count).max() ?? 0) / 4)
             let embedding = plan.entries.filter { $0.role.opType == .embedding && $0.tensor.dtype == .f32 }.map { $0.tensor.shape.reduce(1, *) }.max() ?? 0
-            let block = blockCorrelations.map { $0.value + blockSources[$0.key, default: 0] }.max() ?? 0
+            let block = blockCorrelations.map { $0.value.values.reduce(0, +) + blockSources[$0.key, default: 0] }.max() ?? 0
             calibration = baseResidentBytes + block + 4 * widest * widest
                 + 4 * hidden * longest * (1 + 2 * blockCorrelations.count) + 4 * embedding
         }
         let encoding = baseResidentBytes + largest.reduce(0) { $0 + $1.bytes } + tuning
         return CompressionMemoryEstimate(bytes: max(encoding, calibration), largestTensors: largest.map(\.name), calibrationBytes: calibration)
+    }
+
+    /// The input an op reads, by the kind its architecture names it by: a block's query, key and
+    /// value read one, its gate and up one (the calibration recorder keeps one set of statistics for
+    /// each); any other op its own.
+    static func sharedInput(of role: TensorRole) -> String {
+        switch role.kind {
+        case "attention.q", "attention.k", "attention.v": role.layer + " attention input"
+        case "mlp.gate", "mlp.up": role.layer + " mlp input"
+        default: role.op
+        }
     }
 }

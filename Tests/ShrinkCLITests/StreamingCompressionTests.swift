@@ -72,4 +72,18 @@ import ShrinkTestSupport
         let fromFile = try ModelCompressor.estimatePeakMemory(model: location, recipe: recipe, threads: 1, fromStatisticsFile: true)
         #expect(fromFile.calibrationBytes == 0 && fromFile.bytes == estimate.bytes)
     }
+
+    /// A block's query, key and value read one input, as do its gate and up: the estimate counts
+    /// one correlation for each, as the calibration recorder keeps.
+    @Test func opsReadingOneInputShareOneCorrelation() {
+        let ops = [("attn_q", "attention.q"), ("attn_k", "attention.k"), ("attn_v", "attention.v"), ("attn_output", "attention.output"),
+                   ("ffn_gate", "mlp.gate"), ("ffn_up", "mlp.up"), ("ffn_down", "mlp.down"), ("other", nil)]
+        let inputs = ops.map { op, kind in
+            ModelCompressor.sharedInput(of: TensorRole(name: "blk.0.\(op).weight", op: "blk.0.\(op)", opType: .linear, layer: "blk.0", kind: kind))
+        }
+        #expect(inputs[0] == inputs[1] && inputs[1] == inputs[2] && inputs[4] == inputs[5])
+        #expect(Set(inputs).count == 5)
+        let nextBlock = ModelCompressor.sharedInput(of: TensorRole(name: "blk.1.attn_q.weight", op: "blk.1.attn_q", opType: .linear, layer: "blk.1", kind: "attention.q"))
+        #expect(nextBlock != inputs[0])
+    }
 }
