@@ -75,7 +75,8 @@ public enum ModelCompressor {
     }
 
     /// Compresses the tensors `recipe` plans for the model at `model` in memory, using `threads`
-    /// workers (one tensor each); nothing is written. `progress` is called once per compressed
+    /// workers (one tensor each, longest first, calibrated ones only while their correlations fit
+    /// `quadraticBudget` together); nothing is written. `progress` is called once per compressed
     /// tensor, in completion order. `calibrationCache` shares calibration runs between
     /// compressions of one model. A recipe with `fold_rotations` has its readers' rotation folded
     /// into the weights (`ResidualRotationFolding`); the result then needs the reading norms as
@@ -106,9 +107,12 @@ public enum ModelCompressor {
         let correlations = try calibrate(model: model, modelDigest: sourceDigest, recipe: recipe,
                                          weights: planned.filter { $0.config.isCalibrated }.map { plan.entries[$0.index].tensor.name },
                                          threads: threads, cache: calibrationCache, spillNextTo: spill?.path)
-        // Tensors run in parallel, one per thread; their BLAS calls take one thread each.
+        // Tensors run in parallel, one per thread, their correlations within the budget; their BLAS
+        // calls take one thread each.
+        let workingSets = planned.map { encodingWorkingSet(shape: plan.entries[$0.index].tensor.shape, config: $0.config, sourceBytes: 0) }
         let results = try BLASThreading.singleThreaded {
-            try Parallel.map(planned.count, threads: threads) { taskIndex throws -> (FinishedTensor, TensorCompressionReport) in
+            try Parallel.map(planned.count, threads: threads, shares: workingSets.map(\.quadratic), budget: quadraticBudget(workingSets)) {
+                taskIndex throws -> (FinishedTensor, TensorCompressionReport) in
                 let task = planned[taskIndex]
                 let name = plan.entries[task.index].tensor.name
                 let tensorStart = DispatchTime.now()

@@ -73,6 +73,22 @@ import ShrinkTestSupport
         #expect(fromFile.calibrationBytes == 0 && fromFile.bytes == estimate.bytes)
     }
 
+    /// The encoder never runs two tensors with the largest correlation together; smaller ones run
+    /// beside one, and tensors without a correlation always do. The estimate's set follows suit.
+    @Test func twoLargestCorrelationsNeverRunTogether() {
+        func set(_ bytes: Int, _ quadratic: Int) -> EncodingWorkingSet { EncodingWorkingSet(bytes: bytes, quadratic: quadratic) }
+        // A 4.8 B model's down (11008 inputs), gate (4096) and a data-free embedding, in MB.
+        let sets = [set(1_800, 1_450), set(1_800, 1_450), set(560, 200), set(560, 200), set(400, 0)]
+        #expect(ModelCompressor.quadraticBudget(sets) == 2_175)
+        #expect(ModelCompressor.concurrentPeak(sets, threads: 2) == [0, 2])
+        #expect(ModelCompressor.concurrentPeak(sets, threads: 4) == [0, 2, 3, 4])
+        #expect(ModelCompressor.concurrentPeak(sets, threads: 1) == [0])
+        // Without correlations the largest run together.
+        let dataFree = [set(100, 0), set(300, 0), set(200, 0)]
+        #expect(ModelCompressor.quadraticBudget(dataFree) == 0)
+        #expect(ModelCompressor.concurrentPeak(dataFree, threads: 2) == [1, 2])
+    }
+
     /// A block's query, key and value read one input, as do its gate and up: the estimate counts
     /// one correlation for each, as the calibration recorder keeps.
     @Test func opsReadingOneInputShareOneCorrelation() {
