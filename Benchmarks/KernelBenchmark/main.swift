@@ -14,9 +14,12 @@
 // this CPU can run (default: the best one), e.g. the AVX2 path of CPUs without VNNI.
 // `--encodings palette,uint2` keeps the encodings whose names contain one of the words (fp32 BLAS
 // always runs: the ratios are against it).
+// `--attention 9/3/64,16/16/128` measures causal attention instead (heads/key-value heads/head size:
+// a prompt of `--prompt` rows, default 512, and one decoded row after it), every kernel variant
+// against the Swift twin (`benchmarkAttention`).
 //   swift run -c release KernelBenchmark [--threads 1,2] [--shapes 4096x4096,...] [--rows 1,32]
 //                                        [--activations int8,f32] [--integer-kernels a,b] [--rounds n] [--working-set MiB]
-//                                        [--encodings word,...]
+//                                        [--encodings word,...] [--attention h/kv/d,... [--prompt n]]
 import Dispatch
 import Foundation
 import ShrinkCompression
@@ -39,6 +42,8 @@ var integerVariants = [IntegerKernelVariant.best]
 var rounds = 5
 var workingSetMiB = 256
 var encodingFilter: [String] = []
+var attentionLayouts: [(heads: Int, keyValueHeads: Int, headSize: Int)] = []
+var promptRows = 512
 var arguments = Array(CommandLine.arguments.dropFirst())
 while let flag = arguments.first {
     arguments.removeFirst()
@@ -46,6 +51,7 @@ while let flag = arguments.first {
         print("""
             usage: swift run -c release KernelBenchmark [--threads 1,2] [--shapes 4096x4096,...] [--rows 1,32]
                      [--activations int8,f32] [--integer-kernels a,b] [--rounds n] [--working-set MiB] [--encodings word,...]
+                     [--attention h/kv/d,... [--prompt n]]
             """)
         exit(0)
     }
@@ -69,6 +75,17 @@ while let flag = arguments.first {
             return variant
         }
     case "--encodings": encodingFilter = value.split(separator: ",").map(String.init)
+    case "--attention":
+        attentionLayouts = value.split(separator: ",").map { item in
+            let parts = item.split(separator: "/").compactMap { Int($0) }
+            guard parts.count == 3, parts.allSatisfy({ $0 > 0 }), parts[0] % parts[1] == 0 else {
+                usageError("--attention takes heads/key-value heads/head size (heads a multiple of key-value heads), not \(item)")
+            }
+            return (parts[0], parts[1], parts[2])
+        }
+    case "--prompt":
+        guard let count = Int(value), count >= 1 else { usageError("--prompt takes a positive whole number, not \(value)") }
+        promptRows = count
     case "--shapes":
         shapes = value.split(separator: ",").compactMap { item in
             let parts = item.split(separator: "x").compactMap { Int($0) }
@@ -90,6 +107,12 @@ func median(repetitions: Int, warmUp: Int = 3, _ body: (Int) -> Void) -> Double 
         times.append(now() - start)
     }
     return times.sorted()[times.count / 2]
+}
+
+if !attentionLayouts.isEmpty {
+    print("kernels: \(KernelVariant.available.map(\.rawValue)); \(ProcessInfo.processInfo.activeProcessorCount) threads")
+    for layout in attentionLayouts { benchmarkAttention(layout: layout, prompt: promptRows, threadCounts: threadCounts, rounds: rounds) }
+    exit(0)
 }
 
 /// 2:4 pruning, then a 4-bit palette with `lut` entries.

@@ -161,6 +161,121 @@ AVX2 void shrink_attention_head_f32_avx2(const float *q, const float *k, const f
     }
 }
 
+/// Lanes j, …, j + 7 of a vector that sees `length` keys.
+AVX2 INLINE __m256 key_mask8(size_t length, size_t j) {
+    return j < length ? _mm256_castsi256_ps(tail_mask8(length - j)) : _mm256_setzero_ps();
+}
+
+/// The contexts of query vectors [0, R) for head chunks [c0, c0 + CN) (CN <= 2), as kernels.c's
+/// attention_context in 8 lanes: each value vector loaded once for the R vectors.
+AVX2 INLINE void causal_context8(const float *v, size_t v_stride, float *const *outputs, int R, int CN, size_t c0, size_t length,
+                                 const __m256i *masks, const float *scores, size_t score_stride, const __m256 *inverse) {
+    __m256 context[4][2];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < CN; c++) context[r][c] = _mm256_setzero_ps();
+    for (size_t j = 0; j < length; j++) {
+        for (int c = 0; c < CN; c++) {
+            __m256 value = _mm256_maskload_ps(v + j * v_stride + (c0 + c) * 8, masks[c0 + c]);
+            for (int r = 0; r < R; r++) context[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(scores[r * score_stride + j]), value, context[r][c]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < CN; c++) _mm256_maskstore_ps(outputs[r] + (c0 + c) * 8, masks[c0 + c], _mm256_mul_ps(context[r][c], inverse[r]));
+}
+
+/// Query vectors [0, R) (R <= 4) of the heads sharing one key/value head, vector r at queries[r]
+/// seeing keys [0, lengths[r]) and written to outputs[r], as kernels.c's attention_rows in 8
+/// lanes: each key and value vector loaded once serves the R vectors; keys in the cache's tiles of
+/// 16 positions (dimension d of position j at keys[(j / 16) * tile_stride + d * 16 + j % 16]); the
+/// scores of vector r in scores + r * score_stride.
+AVX2 INLINE void causal_rows8(const float *const *queries, float *const *outputs, const size_t *lengths, int R, const float *v,
+                              size_t v_stride, size_t head_size, float scale, const float *keys, size_t tile_stride,
+                              size_t score_stride, const __m256i *masks, float *scores) {
+    const size_t chunks = (head_size + 7) / 8;
+    size_t length = 0;
+    for (int r = 0; r < R; r++) length = lengths[r] > length ? lengths[r] : length;
+    const size_t scored = (length + 7) & ~(size_t)7;
+    float query[4][128];
+    for (int r = 0; r < R; r++)
+        for (size_t d = 0; d < head_size; d++) query[r][d] = queries[r][d] * scale;
+    __m256 largest[4];
+    for (int r = 0; r < R; r++) largest[r] = _mm256_set1_ps(-INFINITY);
+    for (size_t j = 0; j < scored; j += 8) {
+        const float *tile = keys + j / 16 * tile_stride + j % 16;
+        // Four partial sums per vector, so that the FMAs do not wait on one another.
+        __m256 sum[4][4];
+        for (int r = 0; r < R; r++)
+            for (int u = 0; u < 4; u++) sum[r][u] = _mm256_setzero_ps();
+        size_t d = 0;
+        for (; d + 4 <= head_size; d += 4) {
+            for (int u = 0; u < 4; u++) {
+                __m256 key = _mm256_loadu_ps(tile + (d + u) * 16);
+                for (int r = 0; r < R; r++) sum[r][u] = _mm256_fmadd_ps(_mm256_set1_ps(query[r][d + u]), key, sum[r][u]);
+            }
+        }
+        for (; d < head_size; d++) {
+            __m256 key = _mm256_loadu_ps(tile + d * 16);
+            for (int r = 0; r < R; r++) sum[r][0] = _mm256_fmadd_ps(_mm256_set1_ps(query[r][d]), key, sum[r][0]);
+        }
+        for (int r = 0; r < R; r++) {
+            __m256 total = _mm256_add_ps(_mm256_add_ps(sum[r][0], sum[r][1]), _mm256_add_ps(sum[r][2], sum[r][3]));
+            _mm256_storeu_ps(scores + r * score_stride + j, total);
+            largest[r] = _mm256_max_ps(largest[r], _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), total, key_mask8(lengths[r], j)));
+        }
+    }
+    __m256 inverse[4];
+    for (int r = 0; r < R; r++) {
+        __m256 maximum = _mm256_set1_ps(max8(largest[r]));
+        __m256 total = _mm256_setzero_ps();
+        for (size_t j = 0; j < length; j += 8) {
+            __m256 e = _mm256_and_ps(exp_nonpositive8(_mm256_sub_ps(_mm256_loadu_ps(scores + r * score_stride + j), maximum)),
+                                     key_mask8(lengths[r], j));
+            _mm256_storeu_ps(scores + r * score_stride + j, e);
+            total = _mm256_add_ps(total, e);
+        }
+        inverse[r] = _mm256_set1_ps(1.0f / sum8(total));
+    }
+    for (size_t c0 = 0; c0 < chunks; c0 += 2) {
+        if (chunks - c0 >= 2) {
+            causal_context8(v, v_stride, outputs, R, 2, c0, length, masks, scores, score_stride, inverse);
+        } else {
+            causal_context8(v, v_stride, outputs, R, 1, c0, length, masks, scores, score_stride, inverse);
+        }
+    }
+}
+
+AVX2 void shrink_causal_attention_f32_avx2(const float *q, size_t q_stride, const float *keys, const float *v, size_t v_stride,
+                                           size_t head_size, size_t group, size_t start, size_t row_begin, size_t row_end, float scale,
+                                           float *scratch, float *out) {
+    const size_t score_stride = (start + row_end + 15) & ~(size_t)15;
+    __m256i masks[16];
+    for (size_t c = 0; c < (head_size + 7) / 8; c++) masks[c] = tail_mask8(head_size - c * 8);
+    const float *queries[4];
+    float *outputs[4];
+    size_t lengths[4];
+    int count = 0;
+#define CAUSAL_ROWS8(R) \
+    causal_rows8(queries, outputs, lengths, R, v, v_stride, head_size, scale, keys, 16 * head_size, score_stride, masks, scratch)
+    for (size_t row = row_begin; row < row_end; row++) {
+        for (size_t g = 0; g < group; g++) {
+            queries[count] = q + row * q_stride + g * head_size;
+            outputs[count] = out + row * q_stride + g * head_size;
+            lengths[count] = start + row + 1;
+            if (++count == 4) {
+                CAUSAL_ROWS8(4);
+                count = 0;
+            }
+        }
+    }
+    switch (count) {
+    case 3: CAUSAL_ROWS8(3); break;
+    case 2: CAUSAL_ROWS8(2); break;
+    case 1: CAUSAL_ROWS8(1); break;
+    default: break;
+    }
+#undef CAUSAL_ROWS8
+}
+
 /// `mr` (<= 6) input rows times one panel of 16 channels (two halves of 8) over all k: one FMA per
 /// weight and row, in k order (as the Swift twin).
 AVX2 INLINE void f32_tile(const float *w, size_t k, const float *x, size_t ldx, int mr, float *y, size_t ldy, size_t n0, size_t n,
@@ -215,6 +330,12 @@ float shrink_dot_f32_avx2(const float *a, const float *b, size_t n) { return shr
 void shrink_attention_head_f32_avx2(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
                                     float scale, float *scratch, float *out) {
     shrink_attention_head_f32(q, k, v, length, head_size, stride, scale, scratch, out);
+}
+
+void shrink_causal_attention_f32_avx2(const float *q, size_t q_stride, const float *keys, const float *v, size_t v_stride,
+                                      size_t head_size, size_t group, size_t start, size_t row_begin, size_t row_end, float scale,
+                                      float *scratch, float *out) {
+    shrink_causal_attention_f32(q, q_stride, keys, v, v_stride, head_size, group, start, row_begin, row_end, scale, scratch, out);
 }
 
 void shrink_gemm_f32_panels_avx2(const float *panels, size_t n, size_t k, size_t panel_begin, size_t panel_end, const float *x,

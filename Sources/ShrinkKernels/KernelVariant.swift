@@ -215,8 +215,8 @@ public enum KernelVariant: String, CaseIterable, Sendable {
     /// transposed in tiles of 16 positions, dimension `d` of position `j` at
     /// `keys[(j / 16) · 16 · headSize + d · 16 + j % 16]` (readable up to `start + rows.upperBound`
     /// rounded up to 16), values of position `j` at `v + j · valueStride`;
-    /// `scratch` holds `causalAttentionScratch(positions: start + rows.upperBound)` floats. The AVX2
-    /// variant, and heads of more than 128 (past the vector kernel's registers), run the Swift twin.
+    /// `scratch` holds `causalAttentionScratch(positions: start + rows.upperBound)` floats. Heads of
+    /// more than 128 (past the vector kernels' query buffers) run the Swift twin.
     public func causalAttention(q: UnsafePointer<Float>, queryStride: Int, keys: UnsafePointer<Float>, v: UnsafePointer<Float>,
                                 valueStride: Int, headSize: Int, group: Int, start: Int, rows: Range<Int>, scale: Float,
                                 scratch: UnsafeMutablePointer<Float>, out: UnsafeMutablePointer<Float>) {
@@ -224,6 +224,9 @@ public enum KernelVariant: String, CaseIterable, Sendable {
         case .avx512 where headSize <= 128:
             shrink_causal_attention_f32(q, queryStride, keys, v, valueStride, headSize, group, start, rows.lowerBound, rows.upperBound,
                                         scale, scratch, out)
+        case .avx2 where headSize <= 128:
+            shrink_causal_attention_f32_avx2(q, queryStride, keys, v, valueStride, headSize, group, start, rows.lowerBound, rows.upperBound,
+                                             scale, scratch, out)
         case .avx512, .swift, .avx2:
             for row in rows {
                 for head in 0..<group {

@@ -330,6 +330,11 @@ float shrink_dot_f32_avx2(const float *a, const float *b, size_t n);
 void shrink_attention_head_f32_avx2(const float *q, const float *k, const float *v, size_t length, size_t head_size, size_t stride,
                                     float scale, float *scratch, float *out);
 
+/// shrink_causal_attention_f32 in 8 lanes (same contract and scratch; its own summation order).
+void shrink_causal_attention_f32_avx2(const float *q, size_t q_stride, const float *keys, const float *v, size_t v_stride,
+                                      size_t head_size, size_t group, size_t start, size_t row_begin, size_t row_end, float scale,
+                                      float *scratch, float *out);
+
 /// One FMA per input in input order per output, like shrink_gemm_f32_panels (same results).
 void shrink_gemm_f32_panels_avx2(const float *panels, size_t n, size_t k, size_t panel_begin, size_t panel_end, const float *x,
                                  size_t rows, size_t ldx, float *y, size_t ldy, const float *bias);
