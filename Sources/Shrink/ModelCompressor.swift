@@ -110,31 +110,35 @@ public enum ModelCompressor {
         // Tensors run in parallel, one per thread, their correlations within the budget; their BLAS
         // calls take one thread each.
         let workingSets = planned.map { encodingWorkingSet(shape: plan.entries[$0.index].tensor.shape, config: $0.config, sourceBytes: 0) }
+        @Sendable func encodeTask(_ task: (index: Int, config: OpCompressionConfig, rule: String)) throws -> (FinishedTensor, TensorCompressionReport) {
+            let name = plan.entries[task.index].tensor.name
+            let tensorStart = DispatchTime.now()
+            var (tensor, config, correlation) = (try denseSource(store, name), task.config, try correlations(String(name.dropLast(".weight".count))))
+            if let folding { (tensor, config, correlation) = try folding.folded(name, tensor: tensor, config: config, correlation: correlation) }
+            var rule = task.rule
+            if config.isCalibrated, correlation == nil {
+                config.quantize?.method = .roundToNearest
+                config.palettize?.method = .roundToNearest
+                rule += " (no calibration input reaches this layer: rounded to nearest)"
+            }
+            let encoded = try WeightCompressor.encode(name: name, tensor: tensor, config: config, correlation: consume correlation)
+            let snr = WeightError.snr(original: tensor, encoded: encoded)
+            let report = TensorCompressionReport(
+                name: name, encoding: encoded.encoding.summary, rule: rule, elements: encoded.elementCount,
+                bytesBefore: tensor.byteCount, bytesAfter: encoded.byteCount, bitsPerWeight: encoded.bitsPerWeight,
+                snrDecibels: snr.isFinite ? snr : nil, seconds: seconds(since: tensorStart))
+            // The source was read once: its pages leave memory, so a model larger than memory streams through.
+            store.tensor(named: name)?.releasePages()
+            let finished: FinishedTensor = try spill.map { .spilled(try SpilledEncodedTensor(encoded, into: $0)) } ?? .held(encoded)
+            progress(report)
+            return (finished, report)
+        }
         let results = try BLASThreading.singleThreaded {
-            try Parallel.map(planned.count, threads: threads, shares: workingSets.map(\.quadratic), budget: quadraticBudget(workingSets)) {
-                taskIndex throws -> (FinishedTensor, TensorCompressionReport) in
-                let task = planned[taskIndex]
-                let name = plan.entries[task.index].tensor.name
-                let tensorStart = DispatchTime.now()
-                var (tensor, config, correlation) = (try denseSource(store, name), task.config, try correlations(String(name.dropLast(".weight".count))))
-                if let folding { (tensor, config, correlation) = try folding.folded(name, tensor: tensor, config: config, correlation: correlation) }
-                var rule = task.rule
-                if config.isCalibrated, correlation == nil {
-                    config.quantize?.method = .roundToNearest
-                    config.palettize?.method = .roundToNearest
-                    rule += " (no calibration input reaches this layer: rounded to nearest)"
-                }
-                let encoded = try WeightCompressor.encode(name: name, tensor: tensor, config: config, correlation: consume correlation)
-                let snr = WeightError.snr(original: tensor, encoded: encoded)
-                let report = TensorCompressionReport(
-                    name: name, encoding: encoded.encoding.summary, rule: rule, elements: encoded.elementCount,
-                    bytesBefore: tensor.byteCount, bytesAfter: encoded.byteCount, bitsPerWeight: encoded.bitsPerWeight,
-                    snrDecibels: snr.isFinite ? snr : nil, seconds: seconds(since: tensorStart))
-                // The source was read once: its pages leave memory, so a model larger than memory streams through.
-                store.tensor(named: name)?.releasePages()
-                let finished: FinishedTensor = try spill.map { .spilled(try SpilledEncodedTensor(encoded, into: $0)) } ?? .held(encoded)
-                progress(report)
-                return (finished, report)
+            try Parallel.map(planned.count, threads: threads, shares: workingSets.map(\.quadratic), budget: quadraticBudget(workingSets)) { taskIndex in
+                let finished = try encodeTask(planned[taskIndex])
+                // Streaming, the tensor's freed temporaries leave memory too, not only its source's pages.
+                if spill != nil { Heap.releaseFreeMemory() }
+                return finished
             }
         }
         let mapping = try spill?.map()

@@ -167,7 +167,7 @@ public enum Calibration {
 
     /// The same statistics block by block (`ModelRuntime.run(calibrationTexts:spillNextTo:blockFinished:)`):
     /// `blockFinished` gets, after each block, the statistics of its ops that input reached, and
-    /// nothing of them is kept after it returns. With `spillNextTo` a decoder keeps the texts'
+    /// nothing of them is kept after it returns (freed heap memory goes back to the system then). With `spillNextTo` a decoder keeps the texts'
     /// hidden states in a spill file in that path's folder.
     public static func streamInputStatistics(files: ModelFiles, architecture: any ModelArchitecture, dataPath: String, limit: Int,
                                              layers: Set<String>, threads: Int, spillNextTo: String? = nil,
@@ -175,8 +175,12 @@ public enum Calibration {
         let recorder = InputStatisticsRecorder(layers: layers, threads: threads)
         let runtime = try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: threads, activations: .float32, observer: recorder))
         try runtime.run(calibrationTexts: try lines(dataPath, limit: limit), spillNextTo: spillNextTo) { _ in
-            let block = recorder.drain()
-            if !block.isEmpty { try blockFinished(block) }
+            do {
+                let block = recorder.drain()
+                if !block.isEmpty { try blockFinished(block) }
+            }
+            // The block's statistics and activations are freed: their pages leave memory too.
+            Heap.releaseFreeMemory()
         }
     }
 

@@ -1,4 +1,4 @@
-// Instructions Swift cannot emit: the worker pool's spin hint and the SHA extensions.
+// What Swift cannot reach: the worker pool's spin hint, the SHA extensions, the C allocator's trim.
 #ifndef SHRINK_CORE_SUPPORT_H
 #define SHRINK_CORE_SUPPORT_H
 
@@ -23,6 +23,12 @@ int shrink_sha256_available(void);
 /// Runs the SHA-256 compression function over `blocks` 64-byte blocks at `data`, updating the
 /// eight state words (FIPS 180-4 order, a first). Only when `shrink_sha256_available()`.
 void shrink_sha256_blocks(uint32_t state[8], const uint8_t *data, size_t blocks);
+
+/// Returns the C allocator's free memory to the system: glibc's `malloc_trim(0)`, which also
+/// releases the whole free pages inside its arenas (freed blocks below its mmap threshold, up to
+/// 32 MiB, otherwise stay resident). 1 when memory was released; 0 otherwise, and always with
+/// another C library.
+int shrink_release_free_heap(void);
 
 /// A spin-wait hint (x86 `pause`): lets the sibling hyper-thread and the memory system breathe
 /// while a worker polls for work.
