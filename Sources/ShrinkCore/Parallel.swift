@@ -7,13 +7,7 @@ public enum Parallel {
     /// unclaimed index); results in index order. After the first failure no new index is claimed,
     /// and the failure with the lowest index is rethrown once all workers stop.
     public static func map<T>(_ count: Int, threads: Int, _ body: @Sendable (Int) throws -> T) throws -> [T] {
-        let results = ClaimedResults<T>(count: count)
-        DispatchQueue.concurrentPerform(iterations: max(1, min(threads, count))) { _ in
-            while let index = results.claim() {
-                do { results.store(.success(try body(index)), at: index) } catch { results.store(.failure(error), at: index) }
-            }
-        }
-        return try results.collect()
+        try map(count, threads: threads, shares: Array(repeating: 0, count: count), budget: 0, body)
     }
 
     /// `body(i)` for every `i` in `0..<count` on at most `threads` workers, where item `i` holds
@@ -60,43 +54,6 @@ extension Parallel {
     @inlinable
     public static func range(worker: Int, of workers: Int, count: Int) -> Range<Int> {
         (count * worker / workers)..<(count * (worker + 1) / workers)
-    }
-}
-
-/// Indices claimed and results stored by concurrent workers.
-private final class ClaimedResults<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var next = 0
-    private var failed = false
-    private var slots: [Result<T, any Error>?]
-
-    init(count: Int) { slots = Array(repeating: nil, count: count) }
-
-    func claim() -> Int? {
-        lock.withLock {
-            guard next < slots.count, !failed else { return nil }
-            defer { next += 1 }
-            return next
-        }
-    }
-
-    func store(_ result: Result<T, any Error>, at index: Int) {
-        lock.withLock {
-            slots[index] = result
-            if case .failure = result { failed = true }
-        }
-    }
-
-    func collect() throws -> [T] {
-        var values: [T] = []
-        for slot in slots {
-            switch slot {
-            case .success(let value)?: values.append(value)
-            case .failure(let error)?: throw error
-            case nil: continue
-            }
-        }
-        return values
     }
 }
 
