@@ -333,6 +333,81 @@ AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint
     store_tile8(acc, mr, y, ldy, first, n, bias);
 }
 
+/// Calls TILE(MR) with `m` set over rows [0, rows): tiles of 4 rows, then one of 3, 2 or 1.
+#define FOR_ROW_TILES(rows, TILE)                 \
+    do {                                          \
+        size_t m = 0;                             \
+        for (; m + 4 <= (rows); m += 4) TILE(4);  \
+        switch ((rows) - m) {                     \
+        case 3: TILE(3); break;                   \
+        case 2: TILE(2); break;                   \
+        case 1: TILE(1); break;                   \
+        default: break;                           \
+        }                                         \
+    } while (0)
+
+/// Byte panels without a LUT or low plane (int8 per channel, and 4-bit blocks widened to bytes):
+/// `mr` (<= 4) rows times both 8-channel halves of a panel, so that each activation broadcast
+/// serves 16 channels and the tile's 8 integer accumulators stay in registers. Per channel the
+/// integer sums and the float operations, in their order, are those of `tile`.
+AVX2 INLINE void byte_tile(const uint8_t *w, size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
+                           const int8_t *xq, const float *xscales, const float *xsums, const int32_t *xisums, int mr, float *y,
+                           size_t ldy, size_t first, size_t n, const float *bias) {
+    const size_t blocks = kpad / 32;
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    __m256 acc0[4], acc1[4];
+    for (int m = 0; m < mr; m++) acc0[m] = acc1[m] = _mm256_setzero_ps();
+    size_t block = 0;
+    for (size_t wb = 0; block < blocks; wb++) {
+        float block_sum[4] = {0, 0, 0, 0};
+        __m256 partial0[4], partial1[4];
+        for (int m = 0; m < mr; m++) partial0[m] = partial1[m] = _mm256_setzero_ps();
+        size_t end = block + blocks_per_wblock < blocks ? block + blocks_per_wblock : blocks;
+        for (; block < end; block++) {
+            // Signed codes s = q - 128: sum(s * q_x), plus 128 * sum(q_x) when offsets make it sum(q * q_x).
+            __m256i dot0[4], dot1[4];
+            for (int m = 0; m < mr; m++) dot0[m] = dot1[m] = offsets ? _mm256_set1_epi32(128 * xisums[m * blocks + block]) : _mm256_setzero_si256();
+            const uint8_t *codes = w + block * 512;
+            const int8_t *xb = xq + block * 32;
+            for (int q = 0; q < 8; q++) {
+                const __m256i s0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(codes + q * 64)), flip);
+                const __m256i s1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(codes + q * 64 + 32)), flip);
+                const __m256i magnitude0 = _mm256_abs_epi8(s0), magnitude1 = _mm256_abs_epi8(s1);
+                for (int m = 0; m < mr; m++) {
+                    const __m256i x = _mm256_set1_epi32(*(const int32_t *)(xb + m * kpad + q * 4));
+                    dot0[m] = _mm256_add_epi32(dot0[m], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude0, _mm256_sign_epi8(x, s0)), ones));
+                    dot1[m] = _mm256_add_epi32(dot1[m], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude1, _mm256_sign_epi8(x, s1)), ones));
+                }
+            }
+            for (int m = 0; m < mr; m++) {
+                const __m256 xscale = _mm256_set1_ps(xscales[m * blocks + block]);
+                block_sum[m] += xsums[m * blocks + block];
+                partial0[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot0[m]), xscale, partial0[m]);
+                partial1[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot1[m]), xscale, partial1[m]);
+            }
+        }
+        const __m256 scale0 = _mm256_loadu_ps(scales + wb * 16), scale1 = _mm256_loadu_ps(scales + wb * 16 + 8);
+        for (int m = 0; m < mr; m++) {
+            acc0[m] = _mm256_fmadd_ps(partial0[m], scale0, acc0[m]);
+            acc1[m] = _mm256_fmadd_ps(partial1[m], scale1, acc1[m]);
+        }
+        if (offsets) {
+            const __m256 offset0 = _mm256_loadu_ps(offsets + wb * 16), offset1 = _mm256_loadu_ps(offsets + wb * 16 + 8);
+            for (int m = 0; m < mr; m++) {
+                acc0[m] = _mm256_fnmadd_ps(offset0, _mm256_set1_ps(block_sum[m]), acc0[m]);
+                acc1[m] = _mm256_fnmadd_ps(offset1, _mm256_set1_ps(block_sum[m]), acc1[m]);
+            }
+        }
+    }
+    store_tile8(acc0, mr, y, ldy, first, n, bias);
+    if (first + 8 < n) store_tile8(acc1, mr, y, ldy, first + 8, n, bias);
+}
+
+#define BYTE_TILE_AVX2(MR)                                                                                                            \
+    byte_tile(w + panel * panel_bytes, kpad, blocks_per_wblock, scales + panel * panel_floats,                                       \
+              offsets ? offsets + panel * panel_floats : NULL, xq + m * kpad, xscales + m * blocks, xsums + m * blocks,             \
+              xisums + m * blocks, MR, y + m * ldy, ldy, panel * 16, n, bias)
+
 #define TILE_AVX2(MR)                                                                                                                 \
     tile(w + panel * panel_bytes, code_bits, luts ? luts + panel * shrink_lut_bytes(code_bits) : NULL,                                                       \
          low ? low + panel * shrink_low_plane_bytes(kpad, code_bits) : NULL, zero_points ? zero_points + panel * panel_floats : NULL,          \
@@ -362,16 +437,15 @@ AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int code_bits, const ui
     const float *scale_table = multipliers ? channel_scales : scales;
     // Centered codes have no offset term (integer-scaled weights keep no offsets at all).
     const float *offset_table = zero_points ? NULL : offsets;
+    if (code_bits == 8 && !luts && !low) {
+        for (size_t panel = panel_begin; panel < panel_end; panel++) {
+            FOR_ROW_TILES(rows, BYTE_TILE_AVX2);
+        }
+        return;
+    }
     for (size_t panel = panel_begin; panel < panel_end; panel++) {
         for (int h = 0; h < 2 && panel * 16 + h * 8 < n; h++) {
-            size_t m = 0;
-            for (; m + 4 <= rows; m += 4) TILE_AVX2(4);
-            switch (rows - m) {
-            case 3: TILE_AVX2(3); break;
-            case 2: TILE_AVX2(2); break;
-            case 1: TILE_AVX2(1); break;
-            default: break;
-            }
+            FOR_ROW_TILES(rows, TILE_AVX2);
         }
     }
 }
