@@ -11,6 +11,8 @@ let package = Package(
         .library(name: "Shrink", targets: ["Shrink"]),
         .library(name: "ShrinkEvaluation", targets: ["ShrinkEvaluation"]),
         .library(name: "ShrinkTesting", targets: ["ShrinkTesting"]),
+        // What the fuzzers in Fuzz/ (a package of their own) run per input; the tests replay their corpora.
+        .library(name: "ShrinkFuzzTargets", targets: ["ShrinkFuzzTargets"]),
         .executable(name: "shrink", targets: ["shrink"]),
     ],
     targets: [
@@ -25,6 +27,7 @@ let package = Package(
         .target(name: "Shrink", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkKernels", "ShrinkCompression", "ShrinkModels"]),
         .target(name: "ShrinkEvaluation", dependencies: ["Shrink", "ShrinkModels", "ShrinkKernels", "ShrinkCompression", "ShrinkIO"]),
         .target(name: "ShrinkTesting", dependencies: ["ShrinkEvaluation", "Shrink"]),
+        .target(name: "ShrinkFuzzTargets", dependencies: ["ShrinkCore", "ShrinkIO", "ShrinkCompression", "ShrinkModels", "ShrinkEvaluation"]),
         .target(name: "ShrinkCLI", dependencies: ["Shrink", "ShrinkCore", "ShrinkModels", "ShrinkKernels", "ShrinkEvaluation"]),
         .executableTarget(name: "shrink", dependencies: ["ShrinkCLI"]),
         .executableTarget(
@@ -56,6 +59,6 @@ let package = Package(
         .testTarget(name: "ShrinkCompressionTests", dependencies: ["ShrinkCompression", "ShrinkIO", "ShrinkTestSupport"]),
         .testTarget(name: "ShrinkModelsTests", dependencies: ["ShrinkModels", "Shrink", "ShrinkIO", "ShrinkTestSupport", "CAllocationCounter"]),
         .testTarget(name: "ShrinkCLITests", dependencies: ["ShrinkCLI", "Shrink", "ShrinkCore", "ShrinkIO", "ShrinkTestSupport", "ShrinkEvaluation", "CAllocationCounter"]),
-        .testTarget(name: "ShrinkEvaluationTests", dependencies: ["ShrinkEvaluation", "ShrinkTesting", "Shrink", "ShrinkModels", "ShrinkIO", "ShrinkTestSupport"]),
+        .testTarget(name: "ShrinkEvaluationTests", dependencies: ["ShrinkEvaluation", "ShrinkTesting", "Shrink", "ShrinkModels", "ShrinkIO", "ShrinkTestSupport", "ShrinkFuzzTargets"]),
     ]
 )

@@ -1,4 +1,5 @@
 import FuzzSupport
+import ShrinkFuzzTargets
 
 /// GGUF files (v2, v3).
-fuzz { readEveryTensor($0, suffix: ".gguf") }
+fuzz { FuzzTargets.readEveryTensor(path: scratchFile($0, suffix: ".gguf")) }

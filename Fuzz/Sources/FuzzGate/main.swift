@@ -1,7 +1,5 @@
 import FuzzSupport
-import ShrinkEvaluation
+import ShrinkFuzzTargets
 
 /// Gate files (`recipes/gates/*.json`).
-fuzz { bytes in
-    _ = try? RecipeGate.load(path: scratchFile(bytes, suffix: ".json"))
-}
+fuzz { FuzzTargets.loadGate(path: scratchFile($0, suffix: ".json")) }

@@ -1,4 +1,5 @@
 import FuzzSupport
+import ShrinkFuzzTargets
 
 /// Safetensors files, plain or Shrink's compressed container.
-fuzz { readEveryTensor($0, suffix: ".safetensors") }
+fuzz { FuzzTargets.readEveryTensor(path: scratchFile($0, suffix: ".safetensors")) }

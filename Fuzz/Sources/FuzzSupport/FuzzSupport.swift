@@ -1,5 +1,4 @@
 import Foundation
-import ShrinkIO
 
 @_silgen_name("LLVMFuzzerRunDriver")
 func runFuzzerDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
@@ -34,16 +33,4 @@ public func scratchFile(_ bytes: UnsafeRawBufferPointer, suffix: String) -> Stri
 /// The models folder (`SHRINK_MODELS_DIR`, else ~/.cache/shrink/models).
 public var modelsFolder: String {
     ProcessInfo.processInfo.environment["SHRINK_MODELS_DIR"] ?? NSHomeDirectory() + "/.cache/shrink/models"
-}
-
-/// Opens `bytes` as a model file (the format detected from its content), reads every tensor,
-/// decodes the encoded ones of at most 65,536 weights and converts the dense ones as small.
-public func readEveryTensor(_ bytes: UnsafeRawBufferPointer, suffix: String) {
-    guard let store = try? TensorStores.open(path: scratchFile(bytes, suffix: suffix)) else { return }
-    for name in store.names {
-        guard let tensor = store.tensor(named: name) else { continue }
-        _ = store.storage(of: name)
-        if case .encoded(let encoded) = tensor, encoded.elementCount <= 65_536 { _ = encoded.decode() }
-        if case .dense(let dense) = tensor, dense.elementCount <= 65_536 { _ = dense.floats() }
-    }
 }
