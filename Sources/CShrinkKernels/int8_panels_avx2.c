@@ -346,15 +346,50 @@ AVX2 INLINE void tile(const uint8_t *w, int bits, const uint8_t *lut, const uint
         }                                         \
     } while (0)
 
-/// Byte panels without a LUT or low plane (int8 per channel, and 4-bit blocks widened to bytes):
-/// `mr` (<= 4) rows times both 8-channel halves of a panel, so that each activation broadcast
-/// serves 16 channels and the tile's 8 integer accumulators stay in registers. Per channel the
-/// integer sums and the float operations, in their order, are those of `tile`.
-AVX2 INLINE void byte_tile(const uint8_t *w, size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets,
-                           const int8_t *xq, const float *xscales, const float *xsums, const int32_t *xisums, int mr, float *y,
-                           size_t ldy, size_t first, size_t n, const float *bias) {
+/// The end of an activation block in a 16-channel tile: each row's integer dots (two halves)
+/// times the block's activation scale (`xscales[m * stride]`) added to its partial sums, and
+/// the block's activation sum (`xsums[m * stride]`) to its `block_sum`, in `tile`'s order.
+AVX2 INLINE void add_activation_block(const __m256i *dot0, const __m256i *dot1, int mr, const float *xscales, const float *xsums,
+                                      size_t stride, float *block_sum, __m256 *partial0, __m256 *partial1) {
+    for (int m = 0; m < mr; m++) {
+        const __m256 xscale = _mm256_set1_ps(xscales[m * stride]);
+        block_sum[m] += xsums[m * stride];
+        partial0[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot0[m]), xscale, partial0[m]);
+        partial1[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot1[m]), xscale, partial1[m]);
+    }
+}
+
+/// The end of a weight block in a 16-channel tile: partial sums times the 16 channels' scales added
+/// to the accumulators, then offset times the rows' activation sums subtracted (`offsets` may be NULL).
+AVX2 INLINE void add_weight_block(const __m256 *partial0, const __m256 *partial1, const float *block_sum, int mr, const float *scales,
+                                  const float *offsets, __m256 *acc0, __m256 *acc1) {
+    const __m256 scale0 = _mm256_loadu_ps(scales), scale1 = _mm256_loadu_ps(scales + 8);
+    for (int m = 0; m < mr; m++) {
+        acc0[m] = _mm256_fmadd_ps(partial0[m], scale0, acc0[m]);
+        acc1[m] = _mm256_fmadd_ps(partial1[m], scale1, acc1[m]);
+    }
+    if (offsets) {
+        const __m256 offset0 = _mm256_loadu_ps(offsets), offset1 = _mm256_loadu_ps(offsets + 8);
+        for (int m = 0; m < mr; m++) {
+            acc0[m] = _mm256_fnmadd_ps(offset0, _mm256_set1_ps(block_sum[m]), acc0[m]);
+            acc1[m] = _mm256_fnmadd_ps(offset1, _mm256_set1_ps(block_sum[m]), acc1[m]);
+        }
+    }
+}
+
+/// Byte panels (`bits` 8: int8 per channel) and plain nibble panels (`bits` 4: 4-bit codes), both
+/// without a LUT or low plane: `mr` (<= 4) rows times both 8-channel halves of a panel, so that
+/// each activation broadcast serves 16 channels and the tile's 8 integer accumulators stay in
+/// registers. Zero points (centered or integer-scaled nibbles; may be NULL) and multipliers
+/// (integer-scaled nibbles; may be NULL) change every `zm_blocks` activation blocks, scales and
+/// offsets (may be NULL) every `scale_blocks`. Per channel the integer sums and the float
+/// operations, in their order, are those of `tile`.
+AVX2 INLINE void wide_tile(int bits, const uint8_t *w, const uint8_t *zero_points, const uint8_t *multipliers, size_t zm_blocks, size_t kpad,
+                           size_t scale_blocks, const float *scales, const float *offsets, const int8_t *xq, const float *xscales,
+                           const float *xsums, const int32_t *xisums, int mr, float *y, size_t ldy, size_t first, size_t n,
+                           const float *bias) {
     const size_t blocks = kpad / 32;
-    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    const __m256i flip = _mm256_set1_epi8((char)0x80), nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     __m256 acc0[4], acc1[4];
     for (int m = 0; m < mr; m++) acc0[m] = acc1[m] = _mm256_setzero_ps();
     size_t block = 0;
@@ -362,51 +397,79 @@ AVX2 INLINE void byte_tile(const uint8_t *w, size_t kpad, size_t blocks_per_wblo
         float block_sum[4] = {0, 0, 0, 0};
         __m256 partial0[4], partial1[4];
         for (int m = 0; m < mr; m++) partial0[m] = partial1[m] = _mm256_setzero_ps();
-        size_t end = block + blocks_per_wblock < blocks ? block + blocks_per_wblock : blocks;
+        size_t end = block + scale_blocks < blocks ? block + scale_blocks : blocks;
         for (; block < end; block++) {
-            // Signed codes s = q - 128: sum(s * q_x), plus 128 * sum(q_x) when offsets make it sum(q * q_x).
-            __m256i dot0[4], dot1[4];
-            for (int m = 0; m < mr; m++) dot0[m] = dot1[m] = offsets ? _mm256_set1_epi32(128 * xisums[m * blocks + block]) : _mm256_setzero_si256();
-            const uint8_t *codes = w + block * 512;
+            const size_t zm = (block / zm_blocks) * 16;
             const int8_t *xb = xq + block * 32;
-            for (int q = 0; q < 8; q++) {
-                const __m256i s0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(codes + q * 64)), flip);
-                const __m256i s1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(codes + q * 64 + 32)), flip);
-                const __m256i magnitude0 = _mm256_abs_epi8(s0), magnitude1 = _mm256_abs_epi8(s1);
-                for (int m = 0; m < mr; m++) {
-                    const __m256i x = _mm256_set1_epi32(*(const int32_t *)(xb + m * kpad + q * 4));
-                    dot0[m] = _mm256_add_epi32(dot0[m], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude0, _mm256_sign_epi8(x, s0)), ones));
-                    dot1[m] = _mm256_add_epi32(dot1[m], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude1, _mm256_sign_epi8(x, s1)), ones));
+            __m256i dot0[4], dot1[4];
+            if (bits == 8) {
+                // Signed codes s = q - 128: sum(s * q_x), plus 128 * sum(q_x) when offsets make it sum(q * q_x).
+                for (int m = 0; m < mr; m++)
+                    dot0[m] = dot1[m] = offsets ? _mm256_set1_epi32(128 * xisums[m * blocks + block]) : _mm256_setzero_si256();
+                const uint8_t *codes = w + block * 512;
+                for (int q = 0; q < 8; q++) {
+                    const __m256i s0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(codes + q * 64)), flip);
+                    const __m256i s1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(codes + q * 64 + 32)), flip);
+                    const __m256i magnitude0 = _mm256_abs_epi8(s0), magnitude1 = _mm256_abs_epi8(s1);
+                    for (int m = 0; m < mr; m++) {
+                        const __m256i x = _mm256_set1_epi32(*(const int32_t *)(xb + m * kpad + q * 4));
+                        dot0[m] = _mm256_add_epi32(dot0[m], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude0, _mm256_sign_epi8(x, s0)), ones));
+                        dot1[m] = _mm256_add_epi32(dot1[m], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude1, _mm256_sign_epi8(x, s1)), ones));
+                    }
+                }
+            } else {
+                // sum((q - z) * q_x) = sum(q * q_x) - z * sum(q_x), times m when integer-scaled.
+                if (zero_points) {
+                    const __m256i z0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zero_points + zm)));
+                    const __m256i z1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zero_points + zm + 8)));
+                    for (int m = 0; m < mr; m++) {
+                        const __m256i negated_sum = _mm256_set1_epi32(-xisums[m * blocks + block]);
+                        dot0[m] = _mm256_mullo_epi32(z0, negated_sum);
+                        dot1[m] = _mm256_mullo_epi32(z1, negated_sum);
+                    }
+                } else {
+                    for (int m = 0; m < mr; m++) dot0[m] = dot1[m] = _mm256_setzero_si256();
+                }
+                const uint8_t *codes = w + block * 256;
+                for (int t = 0; t < 4; t++) {
+                    const __m256i v0 = _mm256_loadu_si256((const __m256i *)(codes + t * 64));
+                    const __m256i v1 = _mm256_loadu_si256((const __m256i *)(codes + t * 64 + 32));
+                    const __m256i lo0 = _mm256_and_si256(v0, nibble), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), nibble);
+                    const __m256i lo1 = _mm256_and_si256(v1, nibble), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), nibble);
+                    for (int m = 0; m < mr; m++) {
+                        const __m256i x0 = _mm256_set1_epi32(*(const int32_t *)(xb + m * kpad + t * 8));
+                        const __m256i x1 = _mm256_set1_epi32(*(const int32_t *)(xb + m * kpad + t * 8 + 4));
+                        // Nibble products: the two int16 pair sums add up to at most 4 * 15 * 127.
+                        const __m256i pairs0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, x0), _mm256_maddubs_epi16(hi0, x1));
+                        const __m256i pairs1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo1, x0), _mm256_maddubs_epi16(hi1, x1));
+                        dot0[m] = _mm256_add_epi32(dot0[m], _mm256_madd_epi16(pairs0, ones));
+                        dot1[m] = _mm256_add_epi32(dot1[m], _mm256_madd_epi16(pairs1, ones));
+                    }
+                }
+                if (multipliers) {
+                    const __m256i factor0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(multipliers + zm)));
+                    const __m256i factor1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(multipliers + zm + 8)));
+                    for (int m = 0; m < mr; m++) {
+                        dot0[m] = _mm256_mullo_epi32(dot0[m], factor0);
+                        dot1[m] = _mm256_mullo_epi32(dot1[m], factor1);
+                    }
                 }
             }
-            for (int m = 0; m < mr; m++) {
-                const __m256 xscale = _mm256_set1_ps(xscales[m * blocks + block]);
-                block_sum[m] += xsums[m * blocks + block];
-                partial0[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot0[m]), xscale, partial0[m]);
-                partial1[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot1[m]), xscale, partial1[m]);
-            }
+            add_activation_block(dot0, dot1, mr, xscales + block, xsums + block, blocks, block_sum, partial0, partial1);
         }
-        const __m256 scale0 = _mm256_loadu_ps(scales + wb * 16), scale1 = _mm256_loadu_ps(scales + wb * 16 + 8);
-        for (int m = 0; m < mr; m++) {
-            acc0[m] = _mm256_fmadd_ps(partial0[m], scale0, acc0[m]);
-            acc1[m] = _mm256_fmadd_ps(partial1[m], scale1, acc1[m]);
-        }
-        if (offsets) {
-            const __m256 offset0 = _mm256_loadu_ps(offsets + wb * 16), offset1 = _mm256_loadu_ps(offsets + wb * 16 + 8);
-            for (int m = 0; m < mr; m++) {
-                acc0[m] = _mm256_fnmadd_ps(offset0, _mm256_set1_ps(block_sum[m]), acc0[m]);
-                acc1[m] = _mm256_fnmadd_ps(offset1, _mm256_set1_ps(block_sum[m]), acc1[m]);
-            }
-        }
+        add_weight_block(partial0, partial1, block_sum, mr, scales + wb * 16, offsets ? offsets + wb * 16 : NULL, acc0, acc1);
     }
     store_tile8(acc0, mr, y, ldy, first, n, bias);
     if (first + 8 < n) store_tile8(acc1, mr, y, ldy, first + 8, n, bias);
 }
 
-#define BYTE_TILE_AVX2(MR)                                                                                                            \
-    byte_tile(w + panel * panel_bytes, kpad, blocks_per_wblock, scales + panel * panel_floats,                                       \
-              offsets ? offsets + panel * panel_floats : NULL, xq + m * kpad, xscales + m * blocks, xsums + m * blocks,             \
-              xisums + m * blocks, MR, y + m * ldy, ldy, panel * 16, n, bias)
+#define WIDE_TILE_BYTES(MR) WIDE_TILE_AVX2(8, MR)
+#define WIDE_TILE_NIBBLES(MR) WIDE_TILE_AVX2(4, MR)
+#define WIDE_TILE_AVX2(BITS, MR)                                                                                                      \
+    wide_tile(BITS, w + panel * panel_bytes, zero_points ? zero_points + panel * panel_floats : NULL,                          \
+              multipliers ? multipliers + panel * panel_floats : NULL, blocks_per_wblock, kpad, scale_blocks,                        \
+              scale_table + panel * scale_floats, offset_table ? offset_table + panel * panel_floats : NULL, xq + m * kpad,        \
+              xscales + m * blocks, xsums + m * blocks, xisums + m * blocks, MR, y + m * ldy, ldy, panel * 16, n, bias)
 
 #define TILE_AVX2(MR)                                                                                                                 \
     tile(w + panel * panel_bytes, code_bits, luts ? luts + panel * shrink_lut_bytes(code_bits) : NULL,                                                       \
@@ -437,10 +500,13 @@ AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int code_bits, const ui
     const float *scale_table = multipliers ? channel_scales : scales;
     // Centered codes have no offset term (integer-scaled weights keep no offsets at all).
     const float *offset_table = zero_points ? NULL : offsets;
+    // Byte and plain nibble panels: 16-channel tiles, each width compiled apart.
     if (code_bits == 8 && !luts && !low) {
-        for (size_t panel = panel_begin; panel < panel_end; panel++) {
-            FOR_ROW_TILES(rows, BYTE_TILE_AVX2);
-        }
+        for (size_t panel = panel_begin; panel < panel_end; panel++) FOR_ROW_TILES(rows, WIDE_TILE_BYTES);
+        return;
+    }
+    if (code_bits == 4 && !luts) {
+        for (size_t panel = panel_begin; panel < panel_end; panel++) FOR_ROW_TILES(rows, WIDE_TILE_NIBBLES);
         return;
     }
     for (size_t panel = panel_begin; panel < panel_end; panel++) {
