@@ -377,14 +377,14 @@ AVX2 INLINE void add_weight_block(const __m256 *partial0, const __m256 *partial1
     }
 }
 
-/// Byte panels (`bits` 8: int8 per channel) and plain nibble panels (`bits` 4: 4-bit codes), both
-/// without a LUT or low plane: `mr` (<= 4) rows times both 8-channel halves of a panel, so that
+/// Byte panels (`bits` 8: int8 per channel, no LUT) and nibble panels (`bits` 4: 4-bit codes, or
+/// indices into the panel's 16-entry int8 `lut`, which may be NULL), without a low plane: `mr` (<= 4) rows times both 8-channel halves of a panel, so that
 /// each activation broadcast serves 16 channels and the tile's 8 integer accumulators stay in
 /// registers. Zero points (centered or integer-scaled nibbles; may be NULL) and multipliers
 /// (integer-scaled nibbles; may be NULL) change every `zm_blocks` activation blocks, scales and
 /// offsets (may be NULL) every `scale_blocks`. Per channel the integer sums and the float
 /// operations, in their order, are those of `tile`.
-AVX2 INLINE void wide_tile(int bits, const uint8_t *w, const uint8_t *zero_points, const uint8_t *multipliers, size_t zm_blocks, size_t kpad,
+AVX2 INLINE void wide_tile(int bits, const uint8_t *w, const uint8_t *lut, const uint8_t *zero_points, const uint8_t *multipliers, size_t zm_blocks, size_t kpad,
                            size_t scale_blocks, const float *scales, const float *offsets, const int8_t *xq, const float *xscales,
                            const float *xsums, const int32_t *xisums, int mr, float *y, size_t ldy, size_t first, size_t n,
                            const float *bias) {
@@ -431,7 +431,33 @@ AVX2 INLINE void wide_tile(int bits, const uint8_t *w, const uint8_t *zero_point
                     for (int m = 0; m < mr; m++) dot0[m] = dot1[m] = _mm256_setzero_si256();
                 }
                 const uint8_t *codes = w + block * 256;
-                for (int t = 0; t < 4; t++) {
+                if (lut) {
+                    // LUT entries e (stored e + 128) as signed bytes, times the activations by sign
+                    // and magnitude; each pair sum reaches 2 * 128 * 127, so pairs widen one by one.
+                    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lut));
+                    for (int m = 0; m < mr; m++) dot0[m] = dot1[m] = _mm256_set1_epi32(128 * xisums[m * blocks + block]);
+                    for (int t = 0; t < 4; t++) {
+                        const __m256i v0 = _mm256_loadu_si256((const __m256i *)(codes + t * 64));
+                        const __m256i v1 = _mm256_loadu_si256((const __m256i *)(codes + t * 64 + 32));
+                        const __m256i lo0 = _mm256_xor_si256(_mm256_shuffle_epi8(table, _mm256_and_si256(v0, nibble)), flip);
+                        const __m256i hi0 = _mm256_xor_si256(_mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v0, 4), nibble)), flip);
+                        const __m256i lo1 = _mm256_xor_si256(_mm256_shuffle_epi8(table, _mm256_and_si256(v1, nibble)), flip);
+                        const __m256i hi1 = _mm256_xor_si256(_mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v1, 4), nibble)), flip);
+                        const __m256i lo0_magnitude = _mm256_abs_epi8(lo0), hi0_magnitude = _mm256_abs_epi8(hi0);
+                        const __m256i lo1_magnitude = _mm256_abs_epi8(lo1), hi1_magnitude = _mm256_abs_epi8(hi1);
+                        for (int m = 0; m < mr; m++) {
+                            const __m256i x0 = _mm256_set1_epi32(*(const int32_t *)(xb + m * kpad + t * 8));
+                            const __m256i x1 = _mm256_set1_epi32(*(const int32_t *)(xb + m * kpad + t * 8 + 4));
+                            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo0_magnitude, _mm256_sign_epi8(x0, lo0)), ones);
+                            const __m256i q0 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi0_magnitude, _mm256_sign_epi8(x1, hi0)), ones);
+                            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo1_magnitude, _mm256_sign_epi8(x0, lo1)), ones);
+                            const __m256i q1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi1_magnitude, _mm256_sign_epi8(x1, hi1)), ones);
+                            dot0[m] = _mm256_add_epi32(dot0[m], _mm256_add_epi32(p0, q0));
+                            dot1[m] = _mm256_add_epi32(dot1[m], _mm256_add_epi32(p1, q1));
+                        }
+                    }
+                }
+                for (int t = 0; t < 4 && !lut; t++) {
                     const __m256i v0 = _mm256_loadu_si256((const __m256i *)(codes + t * 64));
                     const __m256i v1 = _mm256_loadu_si256((const __m256i *)(codes + t * 64 + 32));
                     const __m256i lo0 = _mm256_and_si256(v0, nibble), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), nibble);
@@ -466,7 +492,7 @@ AVX2 INLINE void wide_tile(int bits, const uint8_t *w, const uint8_t *zero_point
 #define WIDE_TILE_BYTES(MR) WIDE_TILE_AVX2(8, MR)
 #define WIDE_TILE_NIBBLES(MR) WIDE_TILE_AVX2(4, MR)
 #define WIDE_TILE_AVX2(BITS, MR)                                                                                                      \
-    wide_tile(BITS, w + panel * panel_bytes, zero_points ? zero_points + panel * panel_floats : NULL,                          \
+    wide_tile(BITS, w + panel * panel_bytes, luts ? luts + panel * shrink_lut_bytes(BITS) : NULL, zero_points ? zero_points + panel * panel_floats : NULL,                          \
               multipliers ? multipliers + panel * panel_floats : NULL, blocks_per_wblock, kpad, scale_blocks,                        \
               scale_table + panel * scale_floats, offset_table ? offset_table + panel * panel_floats : NULL, xq + m * kpad,        \
               xscales + m * blocks, xsums + m * blocks, xisums + m * blocks, MR, y + m * ldy, ldy, panel * 16, n, bias)
@@ -500,12 +526,12 @@ AVX2 void shrink_gemm_u8s8_panels_avx2(const uint8_t *w, int code_bits, const ui
     const float *scale_table = multipliers ? channel_scales : scales;
     // Centered codes have no offset term (integer-scaled weights keep no offsets at all).
     const float *offset_table = zero_points ? NULL : offsets;
-    // Byte and plain nibble panels: 16-channel tiles, each width compiled apart.
+    // Byte and nibble panels without a low plane: 16-channel tiles, each width compiled apart.
     if (code_bits == 8 && !luts && !low) {
         for (size_t panel = panel_begin; panel < panel_end; panel++) FOR_ROW_TILES(rows, WIDE_TILE_BYTES);
         return;
     }
-    if (code_bits == 4 && !luts) {
+    if (code_bits == 4 && !low) {
         for (size_t panel = panel_begin; panel < panel_end; panel++) FOR_ROW_TILES(rows, WIDE_TILE_NIBBLES);
         return;
     }
