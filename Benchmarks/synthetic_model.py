@@ -14,6 +14,7 @@ Weights are Gaussian with the scale of trained transformer linears (standard dev
 Tensors are generated and written one at a time, so the script needs one tensor's memory. Names
 follow Hugging Face (`model.layers.N.self_attn.q_proj.weight`, `encoder.layer.N.attention.self.query.weight`).
 Widths per size: the smallest of a fixed ladder of hidden sizes whose layer count reaches the target.
+`--layers N` writes the first N layers only: a slice of that model, for per-layer figures at its widths.
 """
 import argparse
 import json
@@ -55,13 +56,14 @@ def layer_tensors(shape, index, hidden, intermediate):
     return tensors
 
 
-def layout(shape, params):
+def layout(shape, params, keep=None):
     for hidden, intermediate in LADDER[shape]:
         per_layer = sum(int(np.prod(s)) for _, s in layer_tensors(shape, 0, hidden, intermediate))
         embedding = VOCABULARY[shape] * hidden
         layers = max(1, round((params - 2 * embedding) / per_layer))
         if layers <= 48 or (hidden, intermediate) == LADDER[shape][-1]:
             break
+    layers = min(layers, keep) if keep else layers
     if shape == "llama":
         tensors = [("model.embed_tokens.weight", [VOCABULARY[shape], hidden])]
         for index in range(layers):
@@ -136,10 +138,11 @@ def main():
     parser.add_argument("--output", required=True, help="the model folder to write")
     here = os.path.dirname(os.path.abspath(__file__))
     parser.add_argument("--tokenizer-text", default=os.path.join(here, "..", "..", "shared", "data", "wikitext-2", "valid.txt"))
+    parser.add_argument("--layers", type=int, help="write only the first N layers of the --params model (its widths, a fraction of its size)")
     parser.add_argument("--calibration", help="N,T: also write calibration.txt, N lines of about T tokens (Llama shape)")
     arguments = parser.parse_args()
 
-    tensors = layout(arguments.shape, arguments.params)
+    tensors = layout(arguments.shape, arguments.params, arguments.layers)
     os.makedirs(arguments.output, exist_ok=True)
     with open(os.path.join(arguments.output, "config.json"), "w") as handle:
         json.dump(config(arguments.shape, tensors), handle, indent=2)
