@@ -26,11 +26,48 @@ public struct InputCorrelation: Sendable, Equatable {
         self.rows = rows
     }
 
-    /// Adds the product `Xᵀ·X` of `rows` input rows, computed by the caller (`size × size`).
-    public mutating func add(product: UnsafeBufferPointer<Float>, rows added: Int) {
-        precondition(product.count == size * size)
-        for index in 0..<matrix.count { matrix[index] += Double(product[index]) }
+    /// Adds the product `Xᵀ·X` of `rows` input rows, computed by the caller (`size × size`,
+    /// row-major): only its upper triangle (`i ≤ j`) is read, each entry added at `(i, j)` and
+    /// `(j, i)` (`addUpperTriangle`, then `mirrorUpperTriangle`). O(size²).
+    public mutating func add(product: UnsafeBufferPointer<Float>, rows added: Int, threads: Int = 1) {
+        addUpperTriangle(of: product, rows: added, threads: threads)
+        mirrorUpperTriangle()
+    }
+
+    /// Adds the upper triangle (`i ≤ j`) of the product `Xᵀ·X` of `rows` input rows to the
+    /// matrix's upper triangle only: the entries below the diagonal are stale until
+    /// `mirrorUpperTriangle()`. A caller adding many products mirrors once, at half the memory
+    /// traffic per product (4 bytes read and 8 updated per entry, contiguous). Matrix rows are
+    /// dealt round-robin to `threads` workers; the sums do not depend on `threads`. O(size² / 2).
+    package mutating func addUpperTriangle(of product: UnsafeBufferPointer<Float>, rows added: Int, threads: Int) {
+        precondition(product.count >= size * size && threads > 0)
+        let n = size
+        matrix.withUnsafeMutableBufferPointer { buffer in
+            nonisolated(unsafe) let (sums, source) = (buffer.baseAddress!, product.baseAddress!)
+            let workers = min(threads, n)
+            WorkerPool.shared.run(workers) { worker in
+                for i in stride(from: worker, to: n, by: workers) {
+                    let (row, values) = (sums + i * n, source + i * n)
+                    for j in i..<n { row[j] += Double(values[j]) }
+                }
+            }
+        }
         rows += added
+    }
+
+    /// Copies the upper triangle below the diagonal, `H_ji = H_ij` for `i < j`, in 64 × 64 tiles
+    /// (a tile and its mirror stay in cache). O(size²).
+    package mutating func mirrorUpperTriangle() {
+        let (n, tile) = (size, 64)
+        matrix.withUnsafeMutableBufferPointer { h in
+            for rowTile in stride(from: 0, to: n, by: tile) {
+                for columnTile in stride(from: 0, through: rowTile, by: tile) {
+                    for i in rowTile..<min(rowTile + tile, n) {
+                        for j in columnTile..<min(columnTile + tile, i) { h[i * n + j] = h[j * n + i] }
+                    }
+                }
+            }
+        }
     }
 
     /// Adds `rows` input rows (`rows × size`, row-major) one by one; a plain reference for

@@ -35,11 +35,20 @@ public struct LayerInputStatistics: Sendable, Equatable {
         absoluteSums.map { rows == 0 ? 0 : Float($0 / Double(rows)) }
     }
 
-    /// Adds `rows` input rows (`rows × width`, row-major) whose product `Xᵀ·X` the caller computed.
-    /// O(rows · width) beyond the product.
-    public mutating func add(rows inputs: UnsafeBufferPointer<Float>, count: Int, product: UnsafeBufferPointer<Float>) {
+    /// Adds `rows` input rows (`rows × width`, row-major) whose product `Xᵀ·X` the caller computed
+    /// (its upper triangle is read: `InputCorrelation.add(product:rows:threads:)`, on `threads`
+    /// workers). O(rows · width) beyond the product.
+    public mutating func add(rows inputs: UnsafeBufferPointer<Float>, count: Int, product: UnsafeBufferPointer<Float>, threads: Int = 1) {
+        accumulate(rows: inputs, count: count, upperProduct: product, threads: threads)
+        correlation.mirrorUpperTriangle()
+    }
+
+    /// `add(rows:count:product:threads:)` without mirroring the correlation: its entries below the
+    /// diagonal are stale until `mirrorCorrelation()` (`InputCorrelation.addUpperTriangle`).
+    package mutating func accumulate(rows inputs: UnsafeBufferPointer<Float>, count: Int, upperProduct product: UnsafeBufferPointer<Float>,
+                                     threads: Int) {
         precondition(inputs.count >= count * width)
-        correlation.add(product: product, rows: count)
+        correlation.addUpperTriangle(of: product, rows: count, threads: threads)
         for row in 0..<count {
             let base = row * width
             for j in 0..<width {
@@ -48,5 +57,10 @@ public struct LayerInputStatistics: Sendable, Equatable {
                 absoluteMaxima[j] = max(absoluteMaxima[j], magnitude)
             }
         }
+    }
+
+    /// Completes the correlation after `accumulate` calls: `InputCorrelation.mirrorUpperTriangle`.
+    package mutating func mirrorCorrelation() {
+        correlation.mirrorUpperTriangle()
     }
 }

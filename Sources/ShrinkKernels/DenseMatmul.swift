@@ -58,13 +58,29 @@ public enum DenseMatmul {
     /// Column-block width of `gram`.
     static let gramBlock = 128
 
-    /// `Xᵀ·X` of `rows × width` inputs (row-major) into `output` (`width × width`), with the
-    /// system BLAS: the columns fall in blocks of 128, and each block pair `(i ≤ j)` is one
-    /// single-threaded call (`cblas_ssyrk` on the diagonal, `cblas_sgemm` above it; mirrored below),
-    /// the pairs dealt round-robin to `threads` workers. Every pair is computed by the same call
-    /// whatever the thread count or concurrent BLAS use, so the result's bits depend on `X` only.
-    /// O(rows · width² / 2); `DenseMatmul.reference` on `X` transposed is its reference.
+    /// `Xᵀ·X` of `rows × width` inputs (row-major) into `output` (`width × width`): `gramUpper`,
+    /// then the upper triangle mirrored below the diagonal in 64 × 64 tiles (so that the
+    /// transposed reads stay in cache). O(rows · width² / 2); `DenseMatmul.reference` on `X`
+    /// transposed is its reference.
     public static func gram(x: UnsafePointer<Float>, rows: Int, width: Int, output: UnsafeMutablePointer<Float>, threads: Int = 1) {
+        gramUpper(x: x, rows: rows, width: width, output: output, threads: threads)
+        let tile = 64
+        for rowTile in stride(from: 0, to: width, by: tile) {
+            for columnTile in stride(from: 0, through: rowTile, by: tile) {
+                for i in rowTile..<min(rowTile + tile, width) {
+                    for j in columnTile..<min(columnTile + tile, i) { output[i * width + j] = output[j * width + i] }
+                }
+            }
+        }
+    }
+
+    /// The upper triangle (`i ≤ j`) of `Xᵀ·X` of `rows × width` inputs (row-major) into `output`
+    /// (`width × width`), with the system BLAS; entries below the diagonal are left as they were.
+    /// The columns fall in blocks of 128, and each block pair `(i ≤ j)` is one single-threaded
+    /// call (`cblas_ssyrk` on the diagonal, `cblas_sgemm` above it), the pairs dealt round-robin
+    /// to `threads` workers. Every pair is computed by the same call whatever the thread count or
+    /// concurrent BLAS use, so the result's bits depend on `X` only. O(rows · width² / 2).
+    public static func gramUpper(x: UnsafePointer<Float>, rows: Int, width: Int, output: UnsafeMutablePointer<Float>, threads: Int = 1) {
         precondition(rows > 0 && width > 0 && threads > 0)
         let blocks = (width + gramBlock - 1) / gramBlock
         let pairs = (0..<blocks).flatMap { i in (i..<blocks).map { j in (i, j) } }
@@ -86,6 +102,5 @@ public enum DenseMatmul {
                 }
             }
         }
-        for i in 0..<width { for j in 0..<i { output[i * width + j] = output[j * width + i] } }
     }
 }

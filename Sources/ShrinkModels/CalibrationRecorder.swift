@@ -48,7 +48,7 @@ public final class InputStatisticsRecorder: LinearInputObserver, @unchecked Send
     private let layers: Set<String>
     private var groups: [String: Group] = [:]
     private var product: [Float] = []
-    /// The inputs `product` was computed from (`Xᵀ·X` of the last observation).
+    /// The inputs `product` was computed from (the upper triangle of `Xᵀ·X` of the last observation).
     private var productInputs: [Float] = []
     private var productRows = 0
     private var productWidth = 0
@@ -57,7 +57,8 @@ public final class InputStatisticsRecorder: LinearInputObserver, @unchecked Send
     private let threads: Int
 
     /// Records the layers named in `layers` (op names, without `.weight`), computing each `Xᵀ·X`
-    /// on `threads` threads (`DenseMatmul.gram`: the same bits at any count).
+    /// (its upper triangle, `DenseMatmul.gramUpper`) and adding it to the statistics on `threads`
+    /// threads: the same bits at any count.
     public init(layers: Set<String>, threads: Int = 1) {
         self.layers = layers
         self.threads = max(1, threads)
@@ -79,7 +80,7 @@ public final class InputStatisticsRecorder: LinearInputObserver, @unchecked Send
             guard !repeated else { return }
             if product.count < width * width { product = [Float](repeating: 0, count: width * width) }
             product.withUnsafeMutableBufferPointer { buffer in
-                DenseMatmul.gram(x: inputs.baseAddress!, rows: rows, width: width, output: buffer.baseAddress!, threads: threads)
+                DenseMatmul.gramUpper(x: inputs.baseAddress!, rows: rows, width: width, output: buffer.baseAddress!, threads: threads)
             }
             // One buffer across observations of one size, not an allocation of tens of MB each.
             if productInputs.count == count {
@@ -127,7 +128,8 @@ public final class InputStatisticsRecorder: LinearInputObserver, @unchecked Send
         product.withUnsafeBufferPointer { product in
             productInputs.withUnsafeBufferPointer { inputs in
                 for group in touched {
-                    group.statistics.add(rows: inputs, count: productRows, product: UnsafeBufferPointer(rebasing: product[0..<size]))
+                    group.statistics.accumulate(rows: inputs, count: productRows, upperProduct: UnsafeBufferPointer(rebasing: product[0..<size]),
+                                                 threads: threads)
                 }
             }
         }
@@ -135,19 +137,24 @@ public final class InputStatisticsRecorder: LinearInputObserver, @unchecked Send
 
     /// What was recorded, by op name.
     public var recorded: [String: LayerInputStatistics] {
-        lock.withLock {
-            addPending()
-            return groups.mapValues(\.statistics)
-        }
+        lock.withLock { completed() }
     }
 
     /// What was recorded since the last `drain`, by op name; the recorder forgets it.
     public func drain() -> [String: LayerInputStatistics] {
         lock.withLock {
-            addPending()
             defer { groups = [:] }
-            return groups.mapValues(\.statistics)
+            return completed()
         }
+    }
+
+    /// The statistics by op name, the pending observation added and each group's correlation
+    /// mirrored (the observations add upper triangles only). Called with the lock held.
+    private func completed() -> [String: LayerInputStatistics] {
+        addPending()
+        var mirrored: Set<ObjectIdentifier> = []
+        for group in groups.values where mirrored.insert(ObjectIdentifier(group)).inserted { group.statistics.mirrorCorrelation() }
+        return groups.mapValues(\.statistics)
     }
 }
 

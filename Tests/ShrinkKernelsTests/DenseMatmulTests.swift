@@ -70,6 +70,22 @@ import ShrinkTestSupport
         }
     }
 
+    /// `gramUpper` writes the upper triangle only (the NaNs below the diagonal stay), with `gram`'s
+    /// bits there.
+    @Test(arguments: [(3, 1), (20, 129), (5, 300)])
+    func gramUpperLeavesTheLowerTriangle(rows: Int, width: Int) {
+        var generator = SeededGenerator(seed: UInt64(rows + width))
+        let x = generator.floats(rows * width)
+        var full = [Float](repeating: .nan, count: width * width), upper = full
+        DenseMatmul.gram(x: x, rows: rows, width: width, output: &full)
+        DenseMatmul.gramUpper(x: x, rows: rows, width: width, output: &upper, threads: 2)
+        for i in 0..<width {
+            for j in 0..<width {
+                if j >= i { #expect(upper[i * width + j].bitPattern == full[i * width + j].bitPattern) } else { #expect(upper[i * width + j].isNaN) }
+            }
+        }
+    }
+
     @Test(arguments: KernelVariant.available, [1, 2])
     func denseLinearMatchesTheReference(variant: KernelVariant, threads: Int) {
         var generator = SeededGenerator(seed: 77)
