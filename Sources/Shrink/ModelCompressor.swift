@@ -86,7 +86,7 @@ public enum ModelCompressor {
     /// tensors view the spill file's mapping: memory then holds the tensors being encoded (one per
     /// thread), never the encoded model, whose pages a writer releases as it goes.
     public static func encode(model: ModelLocation, recipe: Recipe, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
-                              calibrationCache: CalibrationCache? = nil, spill: SpillFile? = nil,
+                              calibrationCache: CalibrationCache? = nil, spill: SpillFile? = nil, checkpoint: String? = nil,
                               progress: @Sendable (TensorCompressionReport) -> Void = { _ in }) throws -> EncodedModel {
         let (store, configuration, plan) = try plan(model: model, recipe: recipe)
 
@@ -106,7 +106,7 @@ public enum ModelCompressor {
         let sourceDigest = try SHA256.hexDigest(ofFile: model.weightsPath)
         let correlations = try calibrate(model: model, modelDigest: sourceDigest, recipe: recipe,
                                          weights: planned.filter { $0.config.isCalibrated }.map { plan.entries[$0.index].tensor.name },
-                                         threads: threads, cache: calibrationCache, spillNextTo: spill?.path)
+                                         threads: threads, cache: calibrationCache, spillNextTo: spill?.path, checkpoint: checkpoint)
         // Tensors run in parallel, one per thread, their correlations within the budget; their BLAS
         // calls take one thread each.
         let workingSets = planned.map { encodingWorkingSet(shape: plan.entries[$0.index].tensor.shape, config: $0.config, sourceBytes: 0) }
@@ -193,16 +193,20 @@ public enum ModelCompressor {
     /// tensors go to a spill file next to `output` as they finish, and are copied into the output
     /// in file order, their pages dropped once written. Peak memory: the tensors being encoded
     /// (one per thread, with their working buffers) and one tensor being written; tuning holds
-    /// the model it tunes.
+    /// the model it tunes. With `checkpoint` (a folder), a calibrated recipe that runs its
+    /// calibration data keeps that run's progress there (`CalibrationCheckpoint`, decoders only): a
+    /// compression that stops continues the calibration after its last finished block when run
+    /// again with the same folder, and writes the same bytes. The folder goes once `output` is written.
     public static func compress(model: ModelLocation, recipe: Recipe, output: String, threads: Int = ProcessInfo.processInfo.activeProcessorCount,
-                                calibrationCache: CalibrationCache? = nil,
+                                calibrationCache: CalibrationCache? = nil, checkpoint: String? = nil,
                                 progress: @Sendable (TensorCompressionReport) -> Void = { _ in }) throws -> CompressionSummary {
         let start = DispatchTime.now()
         // Tuning's model and text are checked before the encoding they would follow.
         let tuningInputs = try recipe.tuning.map { try EndToEndTuning.inputs(model: model, config: $0, recipeFile: recipe.file) }
         // Encoded tensors wait in a spill file next to the output, not in memory.
         let spill = try SpillFile(nextTo: output)
-        let encodedModel = try encode(model: model, recipe: recipe, threads: threads, calibrationCache: calibrationCache, spill: spill, progress: progress)
+        let encodedModel = try encode(model: model, recipe: recipe, threads: threads, calibrationCache: calibrationCache, spill: spill,
+                                      checkpoint: checkpoint, progress: progress)
         let store = encodedModel.store, kept = encodedModel.kept, sourceDigest = encodedModel.sourceDigest
         var encodedTensors = encodedModel.tensors
         var tunedDense: [String: DenseTensor] = [:]
@@ -238,6 +242,7 @@ public enum ModelCompressor {
         if let fold = encodedModel.residualRotation { metadata[FoldedResidualRotation.metadataKey] = fold.metadataValue }
         let encoded = encodedTensors + keptEncoded
         try CompressedModel(denseTensors: dense, encodedTensors: encoded, metadata: metadata).write(to: output)
+        if let checkpoint { CalibrationCheckpoint.remove(folder: checkpoint) }
 
         // Tuned tensors' SNR against the source, recomputed (their bytes are as encoded).
         let reports = try zip(encodedModel.reports, encodedTensors).map { report, tensor in
@@ -268,9 +273,11 @@ public enum ModelCompressor {
     /// calibration data run through the uncompressed model: with `spillNextTo` and no cache, block
     /// by block into a spill file in that path's folder and read back layer by layer (memory holds
     /// one block's statistics, then one layer's per reader; a decoder's hidden states between
-    /// blocks go to a spill file there too), otherwise all at once in memory.
+    /// blocks go to a spill file there too), otherwise all at once in memory. With `checkpoint`
+    /// and no cache, the same block by block into that folder (`CalibrationCheckpoint`): a run
+    /// that stops continues there after its last finished block.
     static func calibrate(model: ModelLocation, modelDigest: String, recipe: Recipe, weights: [String], threads: Int,
-                          cache: CalibrationCache?, spillNextTo: String? = nil) throws -> @Sendable (String) throws -> InputCorrelation? {
+                          cache: CalibrationCache?, spillNextTo: String? = nil, checkpoint: String? = nil) throws -> @Sendable (String) throws -> InputCorrelation? {
         guard !weights.isEmpty else { return { _ in nil } }
         if let bad = weights.first(where: { !$0.hasSuffix(".weight") }) {
             throw CompressionError.invalidWeight(tensor: bad, reason: "only linear layers' weights can be calibrated")
@@ -283,10 +290,18 @@ public enum ModelCompressor {
             throw CompressionError.invalidRecipe(file: recipe.file, keyPath: "calibration", reason: "calibrated methods need calibration data (or a statistics file: --stats)")
         }
         let (files, architecture) = try openForCalibration(model)
+        if cache == nil, let checkpoint {
+            let lines = try Calibration.lines(calibration.path, limit: calibration.limit).count
+            var resumable = try CalibrationCheckpoint(folder: checkpoint, modelSHA256: modelDigest, dataSHA256: try SHA256.hexDigest(ofFile: calibration.path),
+                                                      lines: lines, layers: layers)
+            try resumable.stream(files: files, architecture: architecture, data: calibration.path, lines: lines, layers: layers, threads: threads) { _ in }
+            let stored = resumable.statistics
+            return { try stored.correlation(of: $0) }
+        }
         if cache == nil, let spillNextTo {
             let stored = try SpilledCalibrationStatistics(nextTo: spillNextTo)
             try Calibration.streamInputStatistics(files: files, architecture: architecture, dataPath: calibration.path, limit: calibration.limit,
-                                                  layers: layers, threads: threads, spillNextTo: spillNextTo) { try stored.append($0) }
+                                                  layers: layers, threads: threads, spillNextTo: spillNextTo) { if !$1.isEmpty { try stored.append($1) } }
             return { try stored.correlation(of: $0) }
         }
         func record(_ layers: Set<String>) throws -> [String: InputCorrelation] {

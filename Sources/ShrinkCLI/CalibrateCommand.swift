@@ -17,6 +17,8 @@ enum CalibrateCommand {
             OptionSpec(name: "--data", valueName: "file", help: "UTF-8 text, one calibration input per line. Required."),
             OptionSpec(name: "--limit", valueName: "n", help: "Use the first n non-blank lines (default: all)."),
             OptionSpec(name: "--output", valueName: "file", help: "Where to write the statistics (safetensors; docs/FORMAT.md). Required."),
+            OptionSpec(name: "--checkpoint", valueName: "folder",
+                       help: "Keep a decoder's progress in this folder after each layer; run again with it to continue an interrupted run (removed when done)."),
             OptionSpec(name: "--threads", valueName: "n", help: "Threads (default: all cores)."),
         ])
 
@@ -27,7 +29,11 @@ enum CalibrateCommand {
         let limit = try arguments.positiveInteger("--limit", default: Int.max, command: spec.name)
         let location = try ModelLocation.resolve(arguments.value("--model") ?? ModelRegistry.defaultEntry.alias)
         console.printError("Calibrating \(location.weightsPath) on \(data)")
-        let summary = try ModelCalibration.record(model: location, data: data, limit: limit, output: output, threads: threads)
+        let checkpoint = arguments.value("--checkpoint")
+        if let checkpoint, let blocks = ModelCalibration.finishedBlocks(checkpoint: checkpoint) {
+            console.printError("Continuing from \(checkpoint): \(blocks) blocks finished")
+        }
+        let summary = try ModelCalibration.record(model: location, data: data, limit: limit, output: output, checkpoint: checkpoint, threads: threads)
         console.print("""
             Wrote \(summary.output)
               linear ops: \(summary.layers) (\(summary.distinctInputs) distinct inputs), \(summary.lines) lines, \(summary.rows.lowerBound)–\(summary.rows.upperBound) input rows per op

@@ -16,6 +16,8 @@ enum CompressCommand {
             OptionSpec(name: "--output", valueName: "file", help: "Where to write the compressed model (.safetensors). Required."),
             OptionSpec(name: "--threads", valueName: "n", help: "Tensors compressed at once (default: all cores)."),
             StatisticsOption.option,
+            OptionSpec(name: "--checkpoint", valueName: "folder",
+                       help: "Keep a decoder's calibration progress in this folder after each layer; run again with it to continue (removed when done)."),
         ])
 
     static func run(_ arguments: ParsedArguments, console: Console) throws -> Int32 {
@@ -30,8 +32,12 @@ enum CompressCommand {
         console.printError("Compressing \(location.weightsPath) with \(recipePath); estimated peak memory \(estimate.bytes / 1_000_000) MB "
                            + "(\(estimate.largestTensors.joined(separator: ", ")) at once"
                            + (estimate.calibrationBytes > 0 ? ", calibration statistics \(estimate.calibrationBytes / 1_000_000) MB)" : ")"))
+        let checkpoint = arguments.value("--checkpoint")
+        if let checkpoint, let blocks = ModelCalibration.finishedBlocks(checkpoint: checkpoint) {
+            console.printError("Continuing the calibration from \(checkpoint): \(blocks) blocks finished")
+        }
         let summary = try ModelCompressor.compress(model: location, recipe: recipe, output: output, threads: threads,
-                                                   calibrationCache: statistics) { report in
+                                                   calibrationCache: statistics, checkpoint: checkpoint) { report in
             let snr = report.snrDecibels.map { TextTable.fixed($0, digits: 1) + " dB" } ?? "exact"
             console.printError("  \(report.name)  \(report.encoding)  \(TextTable.fixed(report.bitsPerWeight, digits: 2)) bits/weight  SNR \(snr)  \(TextTable.fixed(report.seconds, digits: 2)) s")
         }

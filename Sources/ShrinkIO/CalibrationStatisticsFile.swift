@@ -165,7 +165,7 @@ public struct CalibrationStatisticsFile: Sendable {
 /// statistics of one `append`, then one correlation per reader. Appends come from one thread;
 /// reads, after the last append, from any.
 public final class SpilledCalibrationStatistics: @unchecked Sendable {
-    let spill: SpillFile
+    public let spill: SpillFile
     /// Op name → (row count, owner op).
     private(set) var layers: [String: (rows: Int, owner: String)] = [:]
     /// Owner op → (input width, offset of its tensors in the spill: correlation, sums, maxima).
@@ -175,6 +175,48 @@ public final class SpilledCalibrationStatistics: @unchecked Sendable {
     /// - Throws: `ShrinkIOError.writeFailed` when the folder does not take new files.
     public init(nextTo path: String) throws(ShrinkIOError) {
         spill = try SpillFile(nextTo: path)
+    }
+
+    /// A store over `spill` whose bytes hold the statistics that `index` (a store's `index`) lists:
+    /// one that a checkpoint kept. Appends continue after them.
+    /// - Throws: `ShrinkIOError.invalidHeader` when `index` is malformed or lists bytes `spill` lacks.
+    public init(spill: SpillFile, index: JSONValue) throws(ShrinkIOError) {
+        self.spill = spill
+        func pairs(_ key: String) throws(ShrinkIOError) -> [(String, Int, JSONValue)] {
+            guard let entries = index.member(key)?.objectValue else { throw .invalidHeader(path: spill.path, reason: "checkpoint index: no '\(key)' object") }
+            var result: [(String, Int, JSONValue)] = []
+            for (name, value) in entries {
+                guard let pair = value.arrayValue, pair.count == 2, let first = pair[0].integerValue, first >= 0 else {
+                    throw .invalidHeader(path: spill.path, reason: "checkpoint index: '\(key).\(name)' is not a pair")
+                }
+                result.append((name, first, pair[1]))
+            }
+            return result
+        }
+        for (op, rows, owner) in try pairs("ops") {
+            guard let owner = owner.stringValue else { throw .invalidHeader(path: spill.path, reason: "checkpoint index: 'ops.\(op)' names no owner") }
+            layers[op] = (rows, owner)
+        }
+        for (op, width, offset) in try pairs("owners") {
+            let bytes = 8 * width * width + 12 * width
+            guard width > 0, let offset = offset.integerValue, offset >= 0, offset + bytes <= spill.size else {
+                throw .invalidHeader(path: spill.path, reason: "checkpoint index: 'owners.\(op)' lies outside the file")
+            }
+            owners[op] = (width, offset)
+        }
+        if let orphan = layers.first(where: { owners[$0.value.owner] == nil }) {
+            throw .invalidHeader(path: spill.path, reason: "checkpoint index: '\(orphan.key)' reads the statistics of '\(orphan.value.owner)', which are not listed")
+        }
+    }
+
+    /// What `init(spill:index:)` reads: each op's row count and owner, each owner's width and offset.
+    public var index: JSONValue {
+        .object([
+            (key: "ops", value: .object(layers.sorted { $0.key < $1.key }.map { (key: $0.key, value: .array([.number(String($0.value.rows)), .string($0.value.owner)])) })),
+            (key: "owners", value: .object(owners.sorted { $0.key < $1.key }.map {
+                (key: $0.key, value: .array([.number(String($0.value.width)), .number(String($0.value.offset))]))
+            })),
+        ])
     }
 
     /// The ops appended so far.
@@ -231,6 +273,13 @@ public final class CalibrationStatisticsWriter {
     public init(path: String) throws(ShrinkIOError) {
         self.path = path
         statistics = try SpilledCalibrationStatistics(nextTo: path)
+    }
+
+    /// Prepares to write `path` from `statistics`, which may hold appended statistics already (a
+    /// checkpoint's).
+    public init(path: String, statistics: SpilledCalibrationStatistics) {
+        self.path = path
+        self.statistics = statistics
     }
 
     /// Stores `statistics` (op name → statistics; names not appended before).

@@ -43,6 +43,29 @@ public final class SpillFile: @unchecked Sendable {
         descriptor = named
     }
 
+    /// Opens the named file `path` (created when absent) as a spill file that outlives the process,
+    /// cut to its first `keeping` bytes (which then count as appended): a checkpoint's storage,
+    /// removed by its owner. Its bytes last once `synchronize()` returns.
+    /// - Throws: `ShrinkIOError.writeFailed` when the file cannot be opened, or is shorter than `keeping`.
+    public init(checkpointAt path: String, keeping: Int) throws(ShrinkIOError) {
+        self.path = path
+        let opened = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard opened >= 0 else { throw .writeFailed(path: path, reason: "cannot open the checkpoint file: \(String(cString: strerror(errno)))") }
+        var status = stat()
+        guard fstat(opened, &status) == 0, Int(status.st_size) >= keeping, ftruncate(opened, off_t(keeping)) == 0 else {
+            close(opened)
+            throw .writeFailed(path: path, reason: "the checkpoint file holds fewer than the \(keeping) bytes its progress record lists")
+        }
+        descriptor = opened
+        reserved = keeping
+    }
+
+    /// Waits until every byte written so far is on the storage device (`fsync`).
+    /// - Throws: `ShrinkIOError.writeFailed` when the file system reports an error.
+    public func synchronize() throws(ShrinkIOError) {
+        guard fsync(descriptor) == 0 else { throw .writeFailed(path: path, reason: "spill file: \(String(cString: strerror(errno)))") }
+    }
+
     /// Bytes reserved by appends so far (padding included): the offset the next unaligned append gets.
     public var size: Int { lock.withLock { reserved } }
 

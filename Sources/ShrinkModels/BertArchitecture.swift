@@ -149,7 +149,11 @@ public final class SentenceEncoder: SentenceEmbeddingRuntime, @unchecked Sendabl
 
     /// Runs the texts in batches of 32 through the encoder layer by layer (`BertEncoder.runLayerByLayer`),
     /// their hidden states in memory.
-    public func run(calibrationTexts texts: [String], spillNextTo: String?, blockFinished: (Int) throws -> Void) throws {
+    public func run(calibrationTexts texts: [String], spillNextTo: String?, resume: CalibrationResumePoint?,
+                    blockFinished: (Int) throws -> Void) throws {
+        if resume != nil {
+            throw ModelError.notRunnable(architecture: "bert", reason: "an encoder's calibration keeps its batches in memory and cannot resume")
+        }
         let ids = texts.map(tokenize)
         try encoder.runLayerByLayer(stride(from: 0, to: ids.count, by: 32).map { Array(ids[$0..<min($0 + 32, ids.count)]) },
                                     layerFinished: blockFinished)

@@ -167,25 +167,24 @@ public enum Calibration {
                                        layers: Set<String>, threads: Int) throws -> [String: LayerInputStatistics] {
         var statistics: [String: LayerInputStatistics] = [:]
         try streamInputStatistics(files: files, architecture: architecture, dataPath: dataPath, limit: limit, layers: layers, threads: threads) {
-            statistics.merge($0) { first, _ in first }
+            statistics.merge($1) { first, _ in first }
         }
         return statistics
     }
 
-    /// The same statistics block by block (`ModelRuntime.run(calibrationTexts:spillNextTo:blockFinished:)`):
-    /// `blockFinished` gets, after each block, the statistics of its ops that input reached, and
-    /// nothing of them is kept after it returns (freed heap memory goes back to the system then). With `spillNextTo` a decoder keeps the texts'
-    /// hidden states in a spill file in that path's folder.
+    /// The same statistics block by block (`ModelRuntime.run(calibrationTexts:spillNextTo:resume:blockFinished:)`):
+    /// `blockFinished(b, statistics)` gets, after each block `b`, the statistics of its ops that
+    /// input reached (possibly none), and nothing of them is kept after it returns (freed heap
+    /// memory goes back to the system then). With `spillNextTo` a decoder keeps the texts' hidden
+    /// states in a spill file in that path's folder; with `resume`, in that checkpoint's file,
+    /// starting at its first block.
     public static func streamInputStatistics(files: ModelFiles, architecture: any ModelArchitecture, dataPath: String, limit: Int,
-                                             layers: Set<String>, threads: Int, spillNextTo: String? = nil,
-                                             blockFinished: ([String: LayerInputStatistics]) throws -> Void) throws {
+                                             layers: Set<String>, threads: Int, spillNextTo: String? = nil, resume: CalibrationResumePoint? = nil,
+                                             blockFinished: (Int, [String: LayerInputStatistics]) throws -> Void) throws {
         let recorder = InputStatisticsRecorder(layers: layers, threads: threads)
         let runtime = try architecture.makeRuntime(files: files, options: RuntimeOptions(threads: threads, activations: .float32, observer: recorder))
-        try runtime.run(calibrationTexts: try lines(dataPath, limit: limit), spillNextTo: spillNextTo) { _ in
-            do {
-                let block = recorder.drain()
-                if !block.isEmpty { try blockFinished(block) }
-            }
+        try runtime.run(calibrationTexts: try lines(dataPath, limit: limit), spillNextTo: spillNextTo, resume: resume) { block in
+            try blockFinished(block, recorder.drain())
             // The block's statistics and activations are freed: their pages leave memory too.
             Heap.releaseFreeMemory()
         }

@@ -263,30 +263,42 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
     /// to it. Keeps every text's hidden states between layers (tokens × hiddenSize floats; in a
     /// spill file next to `spillNextTo` when given, else in memory) and a cache as long as the
     /// longest text; a layer's mapped weight pages are released once all texts went through it, so
-    /// a model larger than memory streams through.
-    public func run(calibrationTexts texts: [String], spillNextTo: String?, blockFinished: (Int) throws -> Void) throws {
+    /// a model larger than memory streams through. With `resume`, the states go to its file in two
+    /// generations (`CalibrationHiddenStates`), synchronized before each `blockFinished`, and the
+    /// run starts at its first block, from the states the file holds.
+    public func run(calibrationTexts texts: [String], spillNextTo: String?, resume: CalibrationResumePoint?,
+                    blockFinished: (Int) throws -> Void) throws {
         guard let tokenizer else {
             throw ModelError.notRunnable(architecture: architecture, reason: "calibration needs a tokenizer (a GGUF file's, or tokenizer.json next to config.json)")
         }
         let hidden = config.hiddenSize
         let sequences = texts.map { Array(tokenizer.encode($0, addBOS: tokenizer.addsBOS).prefix(min(config.contextLength, 2048))) }.filter { !$0.isEmpty }
         for sequence in sequences { try checkVocabulary(sequence) }
+        let firstBlock = resume?.firstBlock ?? 0
+        guard firstBlock >= 0 && firstBlock <= layers.count else {
+            throw ModelError.notRunnable(architecture: architecture, reason: "cannot resume calibration at block \(firstBlock) of \(layers.count)")
+        }
         let longest = sequences.map(\.count).max() ?? 1
         let state = makeState(capacity: longest)
-        let states = try CalibrationHiddenStates(counts: sequences.map(\.count), width: hidden, spillNextTo: spillNextTo)
+        let counts = sequences.map(\.count)
+        let states = try resume.map { (resume) throws(ShrinkIOError) in
+            try CalibrationHiddenStates(counts: counts, width: hidden, checkpointFile: resume.hiddenStates, resuming: resume.firstBlock > 0)
+        } ?? CalibrationHiddenStates(counts: counts, width: hidden, spillNextTo: spillNextTo)
         // One text's hidden states, loaded before each layer and stored after it.
         var text = [Float](repeating: 0, count: longest * hidden)
-        for (index, tokens) in sequences.enumerated() {
-            for first in stride(from: 0, to: tokens.count, by: state.batch) {
-                let count = min(state.batch, tokens.count - first)
-                embed(Array(tokens[first..<(first + count)]), state: state)
-                text.withUnsafeMutableBufferPointer { ($0.baseAddress! + first * hidden).update(from: state.x, count: count * hidden) }
+        if firstBlock == 0 {
+            for (index, tokens) in sequences.enumerated() {
+                for first in stride(from: 0, to: tokens.count, by: state.batch) {
+                    let count = min(state.batch, tokens.count - first)
+                    embed(Array(tokens[first..<(first + count)]), state: state)
+                    text.withUnsafeMutableBufferPointer { ($0.baseAddress! + first * hidden).update(from: state.x, count: count * hidden) }
+                }
+                try text.withUnsafeBufferPointer { (text) throws(ShrinkIOError) in try states.store(index, generation: 0, from: text.baseAddress!) }
             }
-            try text.withUnsafeBufferPointer { (text) throws(ShrinkIOError) in try states.store(index, from: text.baseAddress!) }
         }
-        for layer in layers.indices {
+        for layer in firstBlock..<layers.count {
             for index in sequences.indices {
-                try text.withUnsafeMutableBufferPointer { (text) throws(ShrinkIOError) in try states.load(index, into: text.baseAddress!) }
+                try text.withUnsafeMutableBufferPointer { (text) throws(ShrinkIOError) in try states.load(index, generation: layer, into: text.baseAddress!) }
                 state.reset()
                 for first in stride(from: 0, to: sequences[index].count, by: state.batch) {
                     let count = min(state.batch, sequences[index].count - first)
@@ -298,8 +310,9 @@ public final class LlamaDecoder: ModelRuntime, @unchecked Sendable {
                     text.withUnsafeMutableBufferPointer { ($0.baseAddress! + first * hidden).update(from: state.x, count: count * hidden) }
                     state.position += count
                 }
-                try text.withUnsafeBufferPointer { (text) throws(ShrinkIOError) in try states.store(index, from: text.baseAddress!) }
+                try text.withUnsafeBufferPointer { (text) throws(ShrinkIOError) in try states.store(index, generation: layer + 1, from: text.baseAddress!) }
             }
+            if resume != nil { try states.synchronize() }
             for index in table.linearOpIndices { store.tensor(named: table.op(layer, index) + ".weight")?.releasePages() }
             try blockFinished(layer)
         }

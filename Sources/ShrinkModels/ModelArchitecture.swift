@@ -126,8 +126,11 @@ public protocol ModelRuntime: AnyObject, Sendable {
     /// the inputs a text-by-text run would give it, bit for bit; between blocks the texts' hidden
     /// states are kept (tokens × hidden floats), by decoders in a spill file next to `spillNextTo`
     /// when given (encoders, run in batches of 32 texts, keep theirs in memory). Texts that the
-    /// tokenizer makes longer than the model takes are cut to its longest input.
-    func run(calibrationTexts texts: [String], spillNextTo: String?, blockFinished: (Int) throws -> Void) throws
+    /// tokenizer makes longer than the model takes are cut to its longest input. With `resume`,
+    /// a decoder keeps its hidden states in that checkpoint's file instead, synchronized before
+    /// each `blockFinished`, and starts at its first block (earlier blocks do not run again).
+    /// - Throws: `ModelError.notRunnable` for `resume` on a runtime that cannot resume (encoders).
+    func run(calibrationTexts texts: [String], spillNextTo: String?, resume: CalibrationResumePoint?, blockFinished: (Int) throws -> Void) throws
     /// The entry points `call` runs, as the architecture's `functions` describes them.
     var functions: [FunctionDescriptor] { get }
     /// A state for the stateful functions (a decoder's key/value cache of `capacity` positions,
@@ -308,5 +311,26 @@ public enum ModelArchitectures {
         let files = ModelFiles(store: store, configuration: configuration,
                                folder: folder ?? configPath.map { ($0 as NSString).deletingLastPathComponent })
         return (files, try architecture(for: configuration))
+    }
+}
+
+/// Where a resumable layer-by-layer calibration run keeps the texts' hidden states between
+/// blocks (`hiddenStates`, a named file that outlives the process, two generations), and the
+/// first block it runs: 0 for a new run (the file starts empty), `b > 0` to continue a run whose
+/// blocks before `b` finished (the file holds the states entering block `b`).
+public struct CalibrationResumePoint: Sendable, Equatable {
+    public let hiddenStates: String
+    public let firstBlock: Int
+
+    public init(hiddenStates: String, firstBlock: Int) {
+        self.hiddenStates = hiddenStates
+        self.firstBlock = firstBlock
+    }
+}
+
+extension ModelRuntime {
+    /// `run(calibrationTexts:spillNextTo:resume:blockFinished:)` from the first block, not resumable.
+    public func run(calibrationTexts texts: [String], spillNextTo: String?, blockFinished: (Int) throws -> Void) throws {
+        try run(calibrationTexts: texts, spillNextTo: spillNextTo, resume: nil, blockFinished: blockFinished)
     }
 }

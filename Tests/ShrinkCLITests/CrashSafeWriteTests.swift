@@ -1,4 +1,5 @@
 import Foundation
+import Shrink
 import Testing
 import ShrinkTestSupport
 
@@ -121,5 +122,40 @@ import ShrinkTestSupport
             #expect(error.contains(output) && error.contains("File too large"), "limit \(limit): \(error)")
             #expect(folder.contents == ["gptq.json"], "limit \(limit)")
         }
+    }
+
+    /// `shrink calibrate --checkpoint` killed twice mid-block (SmolLM2, 2 lines, 30 blocks) and run
+    /// again: the bytes of an uninterrupted run, and no checkpoint left.
+    @Test func aKilledCheckpointedCalibrationContinuesToTheSameBytes() throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.executable), "no shrink executable next to the tests")
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let data = root.appendingPathComponent("data/calibration/smollm2-calibration.txt").path
+        let folder = TemporaryDirectory()
+        let checkpoint = folder.file("checkpoint")
+        func calibrate(_ output: String, checkpointed: Bool, killAtBlock block: Int?) throws -> Int32 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Self.executable)
+            process.arguments = ["calibrate", "--model", "smollm2", "--data", data, "--limit", "2", "--output", output, "--threads", "2"]
+                + (checkpointed ? ["--checkpoint", checkpoint] : [])
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            if let block {
+                while process.isRunning, (ModelCalibration.finishedBlocks(checkpoint: checkpoint) ?? 0) < block { Thread.sleep(forTimeInterval: 0.01) }
+                kill(process.processIdentifier, SIGKILL)
+            }
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+        let (reference, output) = (folder.file("reference.safetensors"), folder.file("statistics.safetensors"))
+        #expect(try calibrate(reference, checkpointed: false, killAtBlock: nil) == 0)
+        _ = try calibrate(output, checkpointed: true, killAtBlock: 4)
+        let first = try #require(ModelCalibration.finishedBlocks(checkpoint: checkpoint))
+        _ = try calibrate(output, checkpointed: true, killAtBlock: first + 9)
+        #expect(try #require(ModelCalibration.finishedBlocks(checkpoint: checkpoint)) > first)
+        #expect(!FileManager.default.fileExists(atPath: output))
+        #expect(try calibrate(output, checkpointed: true, killAtBlock: nil) == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: output)) == Data(contentsOf: URL(fileURLWithPath: reference)))
+        #expect(folder.contents == ["reference.safetensors", "statistics.safetensors"])
     }
 }
