@@ -41,15 +41,11 @@ struct CalibrationCheckpoint {
             throw .cannotOpen(path: folder, reason: "cannot create the checkpoint folder: \(error.localizedDescription)")
         }
         let progressPath = folder + "/progress.json"
-        guard let data = FileManager.default.contents(atPath: progressPath) else {
+        guard let progress = try Self.progress(folder: folder) else {
             finishedBlocks = 0
             statistics = try SpilledCalibrationStatistics(spill: SpillFile(checkpointAt: folder + "/statistics.bin", keeping: 0),
                                                           index: Self.emptyIndex)
             return
-        }
-        let progress: JSONValue
-        do { progress = try data.withUnsafeBytes { (bytes) throws(JSONParseError) in try JSONValue.parse(bytes) } } catch {
-            throw .invalidHeader(path: progressPath, reason: "not JSON: \(error)")
         }
         for (key, value) in identity where progress.member(key) != value {
             throw .invalidHeader(path: progressPath, reason: "the checkpoint belongs to another calibration run ('\(key)' differs); remove the folder or choose another")
@@ -62,11 +58,19 @@ struct CalibrationCheckpoint {
         statistics = try SpilledCalibrationStatistics(spill: SpillFile(checkpointAt: folder + "/statistics.bin", keeping: bytes), index: index)
     }
 
+    /// The progress record in `folder`, nil when it has none.
+    /// - Throws: `ShrinkIOError.invalidHeader` when it is not JSON.
+    private static func progress(folder: String) throws(ShrinkIOError) -> JSONValue? {
+        let path = folder + "/progress.json"
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        do { return try data.withUnsafeBytes { (bytes) throws(JSONParseError) in try JSONValue.parse(bytes) } } catch {
+            throw .invalidHeader(path: path, reason: "not JSON: \(error)")
+        }
+    }
+
     /// `finished_blocks` of the progress record in `folder`, nil without a readable one.
     static func finishedBlocks(folder: String) -> Int? {
-        guard let data = FileManager.default.contents(atPath: folder + "/progress.json"),
-              let progress = try? data.withUnsafeBytes({ (bytes) throws(JSONParseError) in try JSONValue.parse(bytes) }) else { return nil }
-        return progress.member("finished_blocks")?.integerValue
+        (try? progress(folder: folder))??.member("finished_blocks")?.integerValue
     }
 
     private static let emptyIndex: JSONValue = .object([(key: "ops", value: .object([])), (key: "owners", value: .object([]))])

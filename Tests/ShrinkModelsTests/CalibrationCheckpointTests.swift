@@ -54,6 +54,29 @@ import ShrinkTestSupport
         #expect(folder.contents == ["data.txt", "reference.safetensors", "statistics.safetensors", "straight.safetensors"])
     }
 
+    /// A checkpoint whose files lost bytes its progress record lists (a truncated statistics file,
+    /// a missing hidden-states file) is an error naming that file, and nothing is written.
+    @Test func truncatedCheckpointFilesAreRefused() throws {
+        let folder = TemporaryDirectory()
+        let (model, data) = (try ModelLocation.resolve(Self.fixture), try Self.data(in: folder))
+        let (output, checkpoint) = (folder.file("statistics.safetensors"), folder.file("checkpoint"))
+        for file in ["statistics.bin", "hidden-states.f32"] {
+            #expect(throws: Stop.self) {
+                try ModelCalibration.record(model: model, data: data, limit: 3, output: output, checkpoint: checkpoint, threads: 1) { _ in throw Stop() }
+            }
+            let path = checkpoint + "/" + file
+            if file == "statistics.bin" { #expect(truncate(path, 100) == 0) } else { try FileManager.default.removeItem(atPath: path) }
+            #expect {
+                try ModelCalibration.record(model: model, data: data, limit: 3, output: output, checkpoint: checkpoint, threads: 1)
+            } throws: { error in
+                guard case ShrinkIOError.writeFailed(let failed, _) = error else { return false }
+                return failed == path
+            }
+            #expect(!FileManager.default.fileExists(atPath: output))
+            try FileManager.default.removeItem(atPath: checkpoint)
+        }
+    }
+
     /// A calibrated compression with a checkpoint writes the bytes of one without, and removes
     /// the folder (`CrashSafeWriteTests` kills and continues the CLI's calibration).
     @Test func aCheckpointedCompressionWritesTheSameBytes() throws {
