@@ -9,3 +9,9 @@ int shrink_release_free_heap(void) { return malloc_trim(0); }
 #else
 int shrink_release_free_heap(void) { return 0; }
 #endif
+
+static __thread int buffer_slot = 0;
+
+int shrink_buffer_slot(void) { return buffer_slot; }
+
+void shrink_set_buffer_slot(int slot) { buffer_slot = slot; }

@@ -287,16 +287,15 @@ VNNI INLINE void low_octet_quads(const uint8_t *panel, int bits, __m512i low_tab
 
 /// One register tile: `mr` activation rows times `np` panels of 16 output channels, over the
 /// whole input. Integer sums per 32-input block are summed as floats times the activation block's
-/// scale; each weight block's sum is multiplied by its weight scale and, unless the tile is
-/// centered (byte codes q - z + 128 against dots that start at -128 * sum(q_x)), loses its offset
-/// times the activations' block sums. Scaling once per weight block instead of once per activation
+/// scale; each weight block's sum is multiplied by its weight scale and loses its offset times
+/// the activations' block sums (centered byte panels run `centered_byte_tile`). Scaling once per weight block instead of once per activation
 /// block: MiniLM int8 and palettes 5–7 % faster (1 thread, batch 1 and 32). With `low` (two planes:
 /// the low LUTs of nibble panels, or the low byte panels, at the panels' offsets), a second dot per
 /// row and panel takes the low bytes and each block's integer is (high << 8) + low.
-VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, const uint8_t *luts, const uint8_t *low, int centered,
+VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, const uint8_t *luts, const uint8_t *low,
                       size_t kpad, size_t blocks_per_wblock, const float *scales, const float *offsets, size_t panel_floats,
-                      const int8_t *xq, const float *xscales, const float *xsums, const int32_t *xisums, int mr, float *y, size_t ldy,
-                      size_t n0, size_t n, const float *bias) {
+                      const int8_t *xq, const float *xscales, const float *xsums, int mr, float *y, size_t ldy, size_t n0, size_t n,
+                      const float *bias) {
     const size_t blocks = kpad / 32;
     __m512i table[2], upper[2], low_table[2], low_upper[2];
     // What quad and 256-entry pair panels look their entries up in: their LUTs, or with VBMI their planes.
@@ -324,7 +323,7 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
         __m512 scale[2];
         for (int p = 0; p < np; p++) scale[p] = _mm512_loadu_ps(scales + p * panel_floats + wb * 16);
         for (int p = 0; p < np; p++) _mm_prefetch((const char *)(scales + p * panel_floats + wb * 16 + SHRINK_PREFETCH_BYTES / 32), _MM_HINT_T0);
-        if (!centered) for (int p = 0; p < np; p++) _mm_prefetch((const char *)(offsets + p * panel_floats + wb * 16 + SHRINK_PREFETCH_BYTES / 32), _MM_HINT_T0);
+        for (int p = 0; p < np; p++) _mm_prefetch((const char *)(offsets + p * panel_floats + wb * 16 + SHRINK_PREFETCH_BYTES / 32), _MM_HINT_T0);
         float block_sum[MAX_TILE_ROWS];
         __m512 partial[MAX_TILE_ROWS][2];
         for (int m = 0; m < mr; m++) {
@@ -333,12 +332,9 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
         }
         size_t end = block + blocks_per_wblock < blocks ? block + blocks_per_wblock : blocks;
         for (; block < end; block++) {
-            // Centered codes (q - z + 128) start from -128 * sum(q_x), leaving sum((q - z) * q_x).
             __m512i dot[MAX_TILE_ROWS][2], low_dot[MAX_TILE_ROWS][2];
-            for (int m = 0; m < mr; m++) {
-                __m512i start = centered ? _mm512_set1_epi32(-128 * xisums[m * blocks + block]) : _mm512_setzero_si512();
-                for (int p = 0; p < np; p++) dot[m][p] = start, low_dot[m][p] = _mm512_setzero_si512();
-            }
+            for (int m = 0; m < mr; m++)
+                for (int p = 0; p < np; p++) dot[m][p] = low_dot[m][p] = _mm512_setzero_si512();
             const int8_t *xb = xq + block * 32;
             if (bits < 8) {
                 __m512i group_quads[2][4];
@@ -402,11 +398,9 @@ VNNI INLINE void tile(const uint8_t *w, size_t panel_bytes, int np, int bits, co
         }
         for (int m = 0; m < mr; m++)
             for (int p = 0; p < np; p++) acc[m][p] = _mm512_fmadd_ps(partial[m][p], scale[p], acc[m][p]);
-        if (!centered) {
-            for (int p = 0; p < np; p++) {
-                __m512 offset = _mm512_loadu_ps(offsets + p * panel_floats + wb * 16);
-                for (int m = 0; m < mr; m++) acc[m][p] = _mm512_fnmadd_ps(offset, _mm512_set1_ps(block_sum[m]), acc[m][p]);
-            }
+        for (int p = 0; p < np; p++) {
+            __m512 offset = _mm512_loadu_ps(offsets + p * panel_floats + wb * 16);
+            for (int m = 0; m < mr; m++) acc[m][p] = _mm512_fnmadd_ps(offset, _mm512_set1_ps(block_sum[m]), acc[m][p]);
         }
     }
     store_tile(acc, mr, np, y, ldy, n0, n, bias);
@@ -561,9 +555,9 @@ VNNI INLINE void integer_scaled_tile(const uint8_t *w, const uint8_t *zero_point
 
 #define TILE(MR, NP) \
     tile(w + panel * panel_bytes, panel_bytes, NP, bits, luts ? luts + panel * shrink_lut_bytes(bits) : NULL,                       \
-         low ? low + panel * shrink_low_plane_bytes(kpad, bits) : NULL, centered, kpad, blocks_per_wblock,                            \
-         scales + panel * panel_floats, offsets + panel * panel_floats, panel_floats, xq + m * kpad, xscales + m * blocks, xsums + m * blocks, xisums + m * blocks, \
-         MR, y + m * ldy, ldy, panel * 16, n, bias)
+         low ? low + panel * shrink_low_plane_bytes(kpad, bits) : NULL, kpad, blocks_per_wblock,                            \
+         scales + panel * panel_floats, offsets + panel * panel_floats, panel_floats, xq + m * kpad, xscales + m * blocks, xsums + m * blocks, MR, \
+         y + m * ldy, ldy, panel * 16, n, bias)
 
 #define INTEGER_SCALED_TILE(MR)                                                                                          \
     integer_scaled_tile(w + panel * kpad * 8, zero_points + panel * panel_floats, multipliers + panel * panel_floats,          \

@@ -39,6 +39,10 @@ public final class Int8ActivationLinear: LinearOperator, @unchecked Sendable {
 
     deinit { biasValues?.deallocate() }
 
+    /// Each row is quantized on its own and every kernel variant computes the Swift twin's integer
+    /// sums and float operations per row, whatever the row count or tile.
+    public var rowsAreIndependent: Bool { true }
+
     public var execution: LinearExecution {
         LinearExecution(kernel: "int8 × u8 codes, \(variant.rawValue)", weights: weights.codeDescription,
                         maximumWeightError: (0..<weights.rows).reduce(0) { max($0, weights.maximumWeightError(row: $1)) })

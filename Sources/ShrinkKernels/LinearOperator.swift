@@ -10,6 +10,15 @@ public protocol LinearOperator: Sendable {
     var execution: LinearExecution { get }
     /// Computes `rows × outFeatures` outputs from `rows × inFeatures` inputs (row-major).
     func forward(_ x: [Float], rows: Int, into y: inout [Float])
+    /// True when each output row depends on its own input row alone, bit for bit, whatever other
+    /// rows a call holds and however many threads it runs on: a batch may then run split into parts
+    /// on several threads at once (`forward` is safe to call concurrently on every layer).
+    var rowsAreIndependent: Bool { get }
+}
+
+extension LinearOperator {
+    /// False unless a layer says otherwise (a BLAS product may sum a row in another order at another batch size).
+    public var rowsAreIndependent: Bool { false }
 }
 
 /// What a linear layer runs: its kernel, the form its weights take there, and how far those may
@@ -219,6 +228,7 @@ public final class RotatedLinear: LinearOperator, @unchecked Sendable {
 
     public var inFeatures: Int { base.inFeatures }
     public var outFeatures: Int { base.outFeatures }
+    public var rowsAreIndependent: Bool { base.rowsAreIndependent }
 
     public var execution: LinearExecution {
         let block = rotation.blockSize == rotation.size ? "" : " in \(rotation.size / rotation.blockSize) blocks"

@@ -25,6 +25,9 @@ public final class BertEncoder: @unchecked Sendable {
     /// The float kernels (GELU, attention, LayerNorm) this encoder runs.
     let kernels: KernelVariant
     let workspaces = WorkspaceCache()
+    /// Whether every linear layer's rows are independent (`LinearOperator.rowsAreIndependent`), so
+    /// that a batch may run in groups of sentences (`groupCount`).
+    let rowsAreIndependent: Bool
 
     struct Layer {
         let query, key, value, attentionOutput, intermediate, output: any LinearOperator
@@ -65,6 +68,9 @@ public final class BertEncoder: @unchecked Sendable {
                 outputNorm: try source.layerNorm(prefix + "output.LayerNorm", size: hidden)))
         }
         self.layers = layers
+        rowsAreIndependent = layers.allSatisfy { layer in
+            [layer.query, layer.key, layer.value, layer.attentionOutput, layer.intermediate, layer.output].allSatisfy(\.rowsAreIndependent)
+        }
         threads = source.threads
         kernels = source.kernels
         linearExecutions = source.linearExecutions
@@ -127,6 +133,60 @@ public final class BertEncoder: @unchecked Sendable {
             throw .invalidInput(index: 0, reason: "the output holds \(output.count) floats, \(sequences.count * hidden) needed")
         }
         try validate(sequences)
+        let groups = groupCount(sequences)
+        guard groups > 1 else { return forward(sequences[...], into: output.baseAddress!) }
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: groups + 1) { bounds in
+            let total = sequences.reduce(0) { $0 + $1.count }
+            var sentence = 0, tokens = 0
+            bounds[0] = 0
+            for group in 1..<groups {
+                // The first sentence from which the earlier groups hold group / groups of the tokens,
+                // leaving at least one sentence to each later group.
+                while sentence < sequences.count - (groups - group) && (tokens + sequences[sentence].count) * groups <= total * group {
+                    tokens += sequences[sentence].count
+                    sentence += 1
+                }
+                sentence = max(sentence, bounds[group - 1] + 1)
+                bounds[group] = sentence
+            }
+            bounds[groups] = sequences.count
+            WorkerPool.shared.run(groups, GroupsJob(encoder: self, sequences: sequences, bounds: UnsafePointer(bounds.baseAddress!),
+                                                    output: output.baseAddress!))
+        }
+    }
+
+    /// Least tokens per group for a batch to run as groups.
+    static let tokensPerGroup = 32
+
+    /// How many groups of sentences a batch runs as, each on a thread of its own through every
+    /// layer (`GroupsJob`): with layers whose rows are independent, up to `threads` groups of at
+    /// least `tokensPerGroup` tokens, else 1 (every operation then splits its work over the
+    /// threads). A sentence's embedding is the same bit for bit either way. Groups need no
+    /// hand-off between operations: MiniLM int8, batches of 32 STS-B sentences, 2 threads,
+    /// AMD Zen 4: the workers spun at 5 % of the samples between the 72 operations of a batch.
+    func groupCount(_ sequences: [[Int32]]) -> Int {
+        guard threads > 1, rowsAreIndependent else { return 1 }
+        let tokens = sequences.reduce(0) { $0 + $1.count }
+        return max(1, min(threads, sequences.count, tokens / Self.tokensPerGroup))
+    }
+
+    /// A batch's sentences in contiguous groups, group `worker` from `bounds[worker]` to `bounds[worker + 1]`.
+    struct GroupsJob: ParallelJob {
+        static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: GroupsJob.self).pointee.run(worker: worker, of: workers) } }
+        unowned(unsafe) let encoder: BertEncoder
+        let sequences: [[Int32]]
+        let bounds: UnsafePointer<Int>
+        let output: UnsafeMutablePointer<Float>
+
+        func run(worker: Int, of workers: Int) {
+            let range = bounds[worker]..<bounds[worker + 1]
+            BufferSlot.with(worker) { encoder.forward(sequences[range], into: output + range.lowerBound * encoder.config.hiddenSize) }
+        }
+    }
+
+    /// The sentence embeddings of `sequences` (validated) into `output`, row after row.
+    func forward(_ sequences: ArraySlice<[Int32]>, into output: UnsafeMutablePointer<Float>) {
+        let hidden = config.hiddenSize
         let total = sequences.reduce(0) { $0 + $1.count }
         var work = workspaces.take(tokens: total, hidden: hidden, intermediate: config.intermediateSize)
         defer { workspaces.give(work) }
@@ -135,7 +195,7 @@ public final class BertEncoder: @unchecked Sendable {
         for layer in layers { run(layer, work: &work, lengths: lengths) }
         var start = 0
         for (index, length) in lengths.enumerated() {
-            let pooled = output.baseAddress! + index * hidden
+            let pooled = output + index * hidden
             switch pooling.mode {
             case .mean:
                 pooled.update(repeating: 0, count: hidden)
@@ -170,7 +230,7 @@ public final class BertEncoder: @unchecked Sendable {
                                    intermediate: config.intermediateSize)
         defer { workspaces.give(work) }
         for batch in batches {
-            embedTokens(batch, work: &work)
+            embedTokens(batch[...], work: &work)
             lengths.append(work.lengths)
             states.append(Array(work.states[0..<(work.lengths.reduce(0, +) * hidden)]))
         }
@@ -186,7 +246,7 @@ public final class BertEncoder: @unchecked Sendable {
 
     /// The embedding LayerNorm's output for `sequences` in `work.states` (packed, sentence after
     /// sentence) and their lengths in `work.lengths`.
-    func embedTokens(_ sequences: [[Int32]], work: inout Workspace) {
+    func embedTokens(_ sequences: ArraySlice<[Int32]>, work: inout Workspace) {
         let hidden = config.hiddenSize
         work.lengths.removeAll(keepingCapacity: true)
         var row = 0
@@ -226,22 +286,24 @@ public final class BertEncoder: @unchecked Sendable {
         }
     }
 
-    /// One workspace kept between passes (grown when a pass needs more tokens); a concurrent pass
-    /// gets a fresh one.
+    /// Workspaces kept between passes, one per `BufferSlot` (grown when a pass needs more tokens);
+    /// a concurrent pass of the same slot gets a fresh one.
     final class WorkspaceCache: @unchecked Sendable {
         private let lock = NSLock()
-        private var kept: Workspace?
+        private var kept = [Workspace?](repeating: nil, count: 4)
 
         func take(tokens: Int, hidden: Int, intermediate: Int) -> Workspace {
-            lock.withLock {
-                defer { kept = nil }
-                if let kept, kept.tokens >= tokens { return kept }
-                return Workspace(tokens: max(tokens, kept?.tokens ?? 0), hidden: hidden, intermediate: intermediate)
+            let slot = BufferSlot.current % kept.count
+            return lock.withLock {
+                defer { kept[slot] = nil }
+                if let workspace = kept[slot], workspace.tokens >= tokens { return workspace }
+                return Workspace(tokens: max(tokens, kept[slot]?.tokens ?? 0), hidden: hidden, intermediate: intermediate)
             }
         }
 
         func give(_ workspace: Workspace) {
-            lock.withLock { if (kept?.tokens ?? -1) < workspace.tokens { kept = workspace } }
+            let slot = BufferSlot.current % kept.count
+            lock.withLock { if (kept[slot]?.tokens ?? -1) < workspace.tokens { kept[slot] = workspace } }
         }
     }
 

@@ -30,6 +30,13 @@ void shrink_sha256_blocks(uint32_t state[8], const uint8_t *data, size_t blocks)
 /// another C library.
 int shrink_release_free_heap(void);
 
+/// The calling thread's buffer slot (0 unless set): which of a layer's kept buffers it uses first,
+/// so that concurrent groups of one forward pass each keep to buffers of their own.
+int shrink_buffer_slot(void);
+
+/// Sets the calling thread's buffer slot.
+void shrink_set_buffer_slot(int slot);
+
 /// A spin-wait hint (x86 `pause`): lets the sibling hyper-thread and the memory system breathe
 /// while a worker polls for work.
 static inline void shrink_cpu_relax(void) {
