@@ -22,9 +22,35 @@ public enum LloydKMeans {
         }
         let count = points.count / dimension
         precondition(count > 0 && k >= 1)
+        let weights = importance.map { $0.map(Double.init) }
+        return points.withUnsafeBufferPointer { points in
+            guard let weights else {
+                return clusterVectors(points.baseAddress!, count: count, dimension: dimension, weights: nil, k: k, seed: seed,
+                                      maximumIterations: maximumIterations)
+            }
+            return weights.withUnsafeBufferPointer {
+                clusterVectors(points.baseAddress!, count: count, dimension: dimension, weights: $0.baseAddress!, k: k, seed: seed,
+                               maximumIterations: maximumIterations)
+            }
+        }
+    }
+
+    /// `cluster` for `count` points of `dimension > 1` coordinates at `points`, each of weight
+    /// `weights[i]` (1 without): k-means++ seeding in O(k · count · dimension), then each Lloyd
+    /// iteration in O(k · count · dimension). Loops over raw buffers (no per-element checks).
+    static func clusterVectors(_ points: UnsafePointer<Float>, count: Int, dimension: Int, weights: UnsafePointer<Double>?, k: Int,
+                               seed: UInt64, maximumIterations: Int) -> Result {
         var generator = SplitMix64(seed: seed)
-        func weight(_ index: Int) -> Double { importance.map { Double($0[index]) } ?? 1 }
-        func distance(_ index: Int, _ centroids: [Float], _ c: Int) -> Float {
+        func weight(_ index: Int) -> Double { weights?[index] ?? 1 }
+        let clusters = min(k, count)
+        let centroids = UnsafeMutablePointer<Float>.allocate(capacity: clusters * dimension)
+        let nearest = UnsafeMutablePointer<Float>.allocate(capacity: count)
+        let assignment = UnsafeMutablePointer<Int>.allocate(capacity: count)
+        let sums = UnsafeMutablePointer<Double>.allocate(capacity: clusters * dimension)
+        let totals = UnsafeMutablePointer<Double>.allocate(capacity: clusters)
+        defer { for pointer in [UnsafeMutableRawPointer(centroids), UnsafeMutableRawPointer(nearest), UnsafeMutableRawPointer(assignment),
+                                UnsafeMutableRawPointer(sums), UnsafeMutableRawPointer(totals)] { pointer.deallocate() } }
+        func distance(_ index: Int, _ c: Int) -> Float {
             var sum: Float = 0
             for d in 0..<dimension {
                 let delta = points[index * dimension + d] - centroids[c * dimension + d]
@@ -33,11 +59,11 @@ public enum LloydKMeans {
             return sum
         }
         // k-means++: each next centroid drawn with probability proportional to weighted squared distance.
-        var centroids = Array(points[(Int.random(in: 0..<count, using: &generator) * dimension)...].prefix(dimension))
-        var nearest = (0..<count).map { distance($0, centroids, 0) }
-        let clusters = min(k, count)
+        centroids.update(from: points + Int.random(in: 0..<count, using: &generator) * dimension, count: dimension)
+        for index in 0..<count { nearest[index] = distance(index, 0) }
         for c in 1..<max(clusters, 1) {
-            let total = (0..<count).reduce(0.0) { $0 + Double(nearest[$1]) * weight($1) }
+            var total = 0.0
+            for index in 0..<count { total += Double(nearest[index]) * weight(index) }
             var chosen = Int.random(in: 0..<count, using: &generator)
             if total > 0 {
                 var target = Double.random(in: 0..<total, using: &generator)
@@ -46,37 +72,35 @@ public enum LloydKMeans {
                     if target < 0 { chosen = index; break }
                 }
             }
-            centroids += points[(chosen * dimension)..<((chosen + 1) * dimension)]
-            for index in 0..<count { nearest[index] = min(nearest[index], distance(index, centroids, c)) }
+            (centroids + c * dimension).update(from: points + chosen * dimension, count: dimension)
+            for index in 0..<count { nearest[index] = min(nearest[index], distance(index, c)) }
         }
-        var assignment = [Int](repeating: -1, count: count)
+        assignment.initialize(repeating: -1, count: count)
         var error = Double.infinity
         var distances = [Float](repeating: 0, count: clusters)
         for _ in 0..<maximumIterations {
-            let table = LaneMajorTable(Array(centroids.prefix(clusters * dimension)), dimension: dimension)
+            let table = LaneMajorTable(Array(UnsafeBufferPointer(start: centroids, count: clusters * dimension)), dimension: dimension)
             var changed = false
             var newError = 0.0
-            points.withUnsafeBufferPointer { points in
-                for index in 0..<count {
-                    let (best, bestDistance) = table.nearest(points.baseAddress! + index * dimension, distances: &distances)
-                    if assignment[index] != best { assignment[index] = best; changed = true }
-                    newError += Double(bestDistance) * weight(index)
-                }
+            for index in 0..<count {
+                let (best, bestDistance) = table.nearest(points + index * dimension, distances: &distances)
+                if assignment[index] != best { assignment[index] = best; changed = true }
+                newError += Double(bestDistance) * weight(index)
             }
             error = newError
             if !changed { break }
-            var sums = [Double](repeating: 0, count: clusters * dimension)
-            var weights = [Double](repeating: 0, count: clusters)
+            sums.initialize(repeating: 0, count: clusters * dimension)
+            totals.initialize(repeating: 0, count: clusters)
             for index in 0..<count {
                 let c = assignment[index], w = weight(index)
-                weights[c] += w
+                totals[c] += w
                 for d in 0..<dimension { sums[c * dimension + d] += Double(points[index * dimension + d]) * w }
             }
-            for c in 0..<clusters where weights[c] > 0 {
-                for d in 0..<dimension { centroids[c * dimension + d] = Float(sums[c * dimension + d] / weights[c]) }
+            for c in 0..<clusters where totals[c] > 0 {
+                for d in 0..<dimension { centroids[c * dimension + d] = Float(sums[c * dimension + d] / totals[c]) }
             }
         }
-        return Result(centroids: centroids, squaredError: error)
+        return Result(centroids: Array(UnsafeBufferPointer(start: centroids, count: clusters * dimension)), squaredError: error)
     }
 
     static func cluster1D(_ data: SortedWeights, k: Int, seed: UInt64, maximumIterations: Int) -> Result {
