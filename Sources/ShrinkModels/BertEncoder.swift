@@ -289,11 +289,13 @@ public final class BertEncoder: @unchecked Sendable {
     /// Workspaces kept between passes, one per `BufferSlot` (grown when a pass needs more tokens);
     /// a concurrent pass of the same slot gets a fresh one.
     final class WorkspaceCache: @unchecked Sendable {
+        private static let slots = 4
         private let lock = NSLock()
-        private var kept = [Workspace?](repeating: nil, count: 4)
+        /// Read and written under `lock` only (its count too: another slot's pass may be writing).
+        private var kept = [Workspace?](repeating: nil, count: slots)
 
         func take(tokens: Int, hidden: Int, intermediate: Int) -> Workspace {
-            let slot = BufferSlot.current % kept.count
+            let slot = BufferSlot.current % Self.slots
             return lock.withLock {
                 defer { kept[slot] = nil }
                 if let workspace = kept[slot], workspace.tokens >= tokens { return workspace }
@@ -302,7 +304,7 @@ public final class BertEncoder: @unchecked Sendable {
         }
 
         func give(_ workspace: Workspace) {
-            let slot = BufferSlot.current % kept.count
+            let slot = BufferSlot.current % Self.slots
             lock.withLock { if (kept[slot]?.tokens ?? -1) < workspace.tokens { kept[slot] = workspace } }
         }
     }
