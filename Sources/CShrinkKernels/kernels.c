@@ -2,11 +2,6 @@
 #include "tiles.h"
 #include <math.h>
 
-void shrink_prefetch(const void *p, size_t bytes) {
-    const char *line = (const char *)((uintptr_t)p & ~(uintptr_t)63);
-    for (const char *end = (const char *)p + bytes; line < end; line += 64) __builtin_prefetch(line, 0, 2);
-}
-
 #if defined(__x86_64__)
 #include <immintrin.h>
 

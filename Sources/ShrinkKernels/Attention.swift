@@ -1,4 +1,3 @@
-import CShrinkKernels
 import Foundation
 import ShrinkCore
 
@@ -57,15 +56,6 @@ public enum Attention {
         let scratch: UnsafeMutablePointer<Float>
         let kernel: KernelVariant
 
-        /// Prefetches the query, key and value rows of sentence `index` (its first token `start`), if the batch has it.
-        func prefetchRows(of index: Int, start: Int) {
-            guard index < lengths.count else { return }
-            let bytes = lengths[index] * hidden * MemoryLayout<Float>.stride
-            shrink_prefetch(query + start * hidden, bytes)
-            shrink_prefetch(key + start * hidden, bytes)
-            shrink_prefetch(value + start * hidden, bytes)
-        }
-
         func run(worker: Int, of workers: Int) {
             let range = Parallel.range(worker: worker, of: workers, count: lengths.count * heads)
             let headSize = hidden / heads
@@ -78,11 +68,6 @@ public enum Attention {
                 let (pairSentence, head) = pair.quotientAndRemainder(dividingBy: heads)
                 while sentence < pairSentence { start += lengths[sentence]; sentence += 1 }
                 let length = lengths[sentence], offset = start * hidden + head * headSize
-                // A head reads two cache lines of each of its sentence's rows, a stride (1,536 bytes
-                // for MiniLM) the hardware prefetchers did not follow: the next sentence's rows are
-                // fetched while this one runs.
-                if pair == range.lowerBound { prefetchRows(of: sentence, start: start) }
-                if head == 0 { prefetchRows(of: sentence + 1, start: start + length) }
                 if fused {
                     kernel.attentionHead(q: query + offset, k: key + offset, v: value + offset, length: length, headSize: headSize,
                                          stride: hidden, scale: scale, scratch: scratch, out: context + offset)

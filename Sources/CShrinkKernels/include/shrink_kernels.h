@@ -54,11 +54,6 @@ void shrink_gemm_nt_f32(const float *w, size_t rows_w, const float *x, size_t ro
 void shrink_decode_sparse(const uint8_t *mask, const uint8_t *kept, size_t n, const float *lut, size_t lut_size,
                           const float *scales, const float *offsets, size_t block, float *out);
 
-/// Asks the CPU to bring bytes [p, p + bytes) into its level-2 cache (one prefetch hint per
-/// 64-byte line, no faults, no effect on results): for data a kernel will read soon at a stride
-/// the hardware prefetchers do not follow.
-void shrink_prefetch(const void *p, size_t bytes);
-
 /// Scaled dot-product attention of one head over one sequence, fused: for each query row i, the
 /// scores s_j = (scale * q_i) . k_j over all `length` keys, softmax (max subtracted, exp, sum),
 /// and out_i = (sum over j of e_j * v_j) / (sum over j of e_j). q, k, v and out point at the
