@@ -26,7 +26,7 @@ public final class BertEncoder: @unchecked Sendable {
     let kernels: KernelVariant
     let workspaces = WorkspaceCache()
     /// Whether every linear layer's rows are independent (`LinearOperator.rowsAreIndependent`), so
-    /// that a batch may run in groups of sentences (`groupCount`).
+    /// that a batch may run in groups of sentences (`grouping`).
     let rowsAreIndependent: Bool
 
     struct Layer {
@@ -133,69 +133,134 @@ public final class BertEncoder: @unchecked Sendable {
             throw .invalidInput(index: 0, reason: "the output holds \(output.count) floats, \(sequences.count * hidden) needed")
         }
         try validate(sequences)
-        let groups = groupCount(sequences)
-        guard groups > 1 else { return forward(sequences[...], into: output.baseAddress!) }
-        withUnsafeTemporaryAllocation(of: Int.self, capacity: groups + 1) { bounds in
-            let total = sequences.reduce(0) { $0 + $1.count }
-            var sentence = 0, tokens = 0
-            bounds[0] = 0
-            for group in 1..<groups {
-                // The first sentence from which the earlier groups hold group / groups of the tokens,
-                // leaving at least one sentence to each later group.
-                while sentence < sequences.count - (groups - group) && (tokens + sequences[sentence].count) * groups <= total * group {
-                    tokens += sequences[sentence].count
-                    sentence += 1
-                }
-                sentence = max(sentence, bounds[group - 1] + 1)
-                bounds[group] = sentence
-            }
-            bounds[groups] = sequences.count
-            WorkerPool.shared.run(groups, GroupsJob(encoder: self, sequences: sequences, bounds: UnsafePointer(bounds.baseAddress!),
-                                                    output: output.baseAddress!))
+        let grouping = self.grouping(sequences)
+        guard grouping.groups > 1 else { return forward(sequences, members: sequences.indices, into: output.baseAddress!) }
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: sequences.count + grouping.groups + 1) { buffer in
+            let order = UnsafeMutableBufferPointer(rebasing: buffer[0..<sequences.count])
+            let bounds = UnsafeMutableBufferPointer(rebasing: buffer[sequences.count...])
+            Self.partition(sequences, groups: grouping.groups, order: order, bounds: bounds)
+            WorkerPool.shared.run(grouping.threads, GroupsJob(encoder: self, sequences: sequences, groups: grouping.groups,
+                                                              order: UnsafePointer(order.baseAddress!), bounds: UnsafePointer(bounds.baseAddress!),
+                                                              output: output.baseAddress!))
         }
     }
 
-    /// Least tokens per group for a batch to run as groups.
-    static let tokensPerGroup = 32
+    /// Least tokens per thread for a batch to run on several threads as groups.
+    static let tokensPerThread = 32
 
-    /// How many groups of sentences a batch runs as, each on a thread of its own through every
-    /// layer (`GroupsJob`): with layers whose rows are independent, up to `threads` groups of at
-    /// least `tokensPerGroup` tokens, else 1 (every operation then splits its work over the
-    /// threads). A sentence's embedding is the same bit for bit either way. Groups need no
-    /// hand-off between operations: MiniLM int8, batches of 32 STS-B sentences, 2 threads,
-    /// AMD Zen 4: the workers spun at 5 % of the samples between the 72 operations of a batch.
-    func groupCount(_ sequences: [[Int32]]) -> Int {
-        guard threads > 1, rowsAreIndependent else { return 1 }
+    /// About how many tokens a group holds when a batch runs as groups. A smaller group's
+    /// activations stay in cache through a layer: MiniLM int8, batches of 32 STS-B sentences (15
+    /// tokens on average), AMD Zen 4, sentences/s against one group per thread: groups of 64
+    /// tokens +4 % (2 threads), 96 +5–9 %, 128 +7–13 % (1 thread +8–15 %), 160 +5–9 %, 256 +4 %.
+    static let tokensPerGroup = 128
+
+    /// How a batch runs: `groups` groups of whole sentences (`partition`), each on one thread
+    /// through every layer (`GroupsJob`), thread t running groups t, t + `threads`, … in turn.
+    /// With layers whose rows are independent: up to `threads` threads of at least
+    /// `tokensPerThread` tokens each, and groups of about `tokensPerGroup` tokens, a multiple of
+    /// the threads (at most one per sentence). Else one group (every operation then splits its
+    /// work over the threads). A sentence's embedding is the same bit for bit either way. Groups
+    /// need no hand-off between operations: MiniLM int8, batches of 32 STS-B sentences, 2
+    /// threads, AMD Zen 4: the workers spun at 5 % of the samples between the 72 operations of a batch.
+    func grouping(_ sequences: [[Int32]]) -> (threads: Int, groups: Int) {
+        guard rowsAreIndependent, !sequences.isEmpty else { return (1, 1) }
         let tokens = sequences.reduce(0) { $0 + $1.count }
-        return max(1, min(threads, sequences.count, tokens / Self.tokensPerGroup))
+        let threads = max(1, min(self.threads, sequences.count, tokens / Self.tokensPerThread))
+        let perThread = (tokens + threads * Self.tokensPerGroup - 1) / (threads * Self.tokensPerGroup)
+        return (threads, min(sequences.count, threads * perThread))
     }
 
-    /// A batch's sentences in contiguous groups, group `worker` from `bounds[worker]` to `bounds[worker + 1]`.
+    /// The sentence length at which a token's attention costs as much as its linear layers: a
+    /// sentence of n tokens costs n · (n + attentionCostLength) in `partition`. Attention is
+    /// quadratic in n, the rest linear; MiniLM int8 on STS-B sentences (15 tokens on average),
+    /// AMD Zen 4: attention 8.6 % of the samples, so 15 · 0.914 / 0.086 ≈ 160.
+    static let attentionCostLength = 160
+
+    /// Splits a batch into `groups` (≥ 1) non-empty groups of near-equal cost (`attentionCostLength`):
+    /// sentences longest first, each to the group with the least cost so far (the longest-processing-time
+    /// rule, within 4/3 of the best split), at most `sequences.count` groups. Writes the sentence
+    /// indices group after group into `order` (`sequences.count` entries), each group's in batch
+    /// order, and group g's range `bounds[g]..<bounds[g + 1]` into `bounds` (`groups + 1` entries).
+    /// O(n log n) for n sentences.
+    static func partition(_ sequences: [[Int32]], groups: Int, order: UnsafeMutableBufferPointer<Int>, bounds: UnsafeMutableBufferPointer<Int>) {
+        let count = sequences.count
+        func cost(_ index: Int) -> Int { sequences[index].count * (sequences[index].count + attentionCostLength) }
+        for index in 0..<count { order[index] = index }
+        // Costliest first (ties in batch order), by an in-place heap sort: no allocation.
+        func before(_ a: Int, _ b: Int) -> Bool { cost(a) > cost(b) || (cost(a) == cost(b) && a < b) }
+        func siftDown(_ root: Int, _ end: Int) {
+            var parent = root
+            while 2 * parent + 1 < end {
+                var child = 2 * parent + 1
+                if child + 1 < end && before(order[child], order[child + 1]) { child += 1 }
+                guard before(order[parent], order[child]) else { return }
+                order.swapAt(parent, child)
+                parent = child
+            }
+        }
+        for root in stride(from: count / 2 - 1, through: 0, by: -1) { siftDown(root, count) }
+        for end in stride(from: count - 1, to: 0, by: -1) {
+            order.swapAt(0, end)
+            siftDown(0, end)
+        }
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: count + groups) { buffer in
+            let group = UnsafeMutableBufferPointer(rebasing: buffer[0..<count])
+            let load = UnsafeMutableBufferPointer(rebasing: buffer[count...])
+            load.update(repeating: 0)
+            for (rank, index) in order.enumerated() {
+                // The first `groups` sentences open a group each, so none stays empty.
+                var lightest = min(rank, groups - 1)
+                if rank >= groups {
+                    for candidate in 0..<groups where load[candidate] < load[lightest] { lightest = candidate }
+                }
+                group[index] = lightest
+                load[lightest] += cost(index)
+            }
+            var next = 0
+            for target in 0..<groups {
+                bounds[target] = next
+                for index in 0..<count where group[index] == target {
+                    order[next] = index
+                    next += 1
+                }
+            }
+            bounds[groups] = count
+        }
+    }
+
+    /// A batch's sentences in `groups` groups (`partition`), group g the sentences
+    /// `order[bounds[g]..<bounds[g + 1]]`; worker w runs groups w, w + workers, … in turn.
     struct GroupsJob: ParallelJob {
         static var function: ParallelJobFunction { { context, worker, workers in context.assumingMemoryBound(to: GroupsJob.self).pointee.run(worker: worker, of: workers) } }
         unowned(unsafe) let encoder: BertEncoder
         let sequences: [[Int32]]
+        let groups: Int
+        let order: UnsafePointer<Int>
         let bounds: UnsafePointer<Int>
         let output: UnsafeMutablePointer<Float>
 
         func run(worker: Int, of workers: Int) {
-            let range = bounds[worker]..<bounds[worker + 1]
-            BufferSlot.with(worker) { encoder.forward(sequences[range], into: output + range.lowerBound * encoder.config.hiddenSize) }
+            BufferSlot.with(worker) {
+                for group in stride(from: worker, to: groups, by: workers) {
+                    let members = UnsafeBufferPointer(start: order + bounds[group], count: bounds[group + 1] - bounds[group])
+                    encoder.forward(sequences, members: members, into: output)
+                }
+            }
         }
     }
 
-    /// The sentence embeddings of `sequences` (validated) into `output`, row after row.
-    func forward(_ sequences: ArraySlice<[Int32]>, into output: UnsafeMutablePointer<Float>) {
+    /// The sentence embeddings of `sequences[members]` (validated) into `output`, sentence i's at row i.
+    func forward(_ sequences: [[Int32]], members: some Collection<Int>, into output: UnsafeMutablePointer<Float>) {
         let hidden = config.hiddenSize
-        let total = sequences.reduce(0) { $0 + $1.count }
+        let total = members.reduce(0) { $0 + sequences[$1].count }
         var work = workspaces.take(tokens: total, hidden: hidden, intermediate: config.intermediateSize)
         defer { workspaces.give(work) }
-        embedTokens(sequences, work: &work)
+        embedTokens(sequences, members: members, work: &work)
         let lengths = work.lengths
         for layer in layers { run(layer, work: &work, lengths: lengths) }
         var start = 0
-        for (index, length) in lengths.enumerated() {
-            let pooled = output + index * hidden
+        for (length, row) in zip(lengths, members) {
+            let pooled = output + row * hidden
             switch pooling.mode {
             case .mean:
                 pooled.update(repeating: 0, count: hidden)
@@ -230,7 +295,7 @@ public final class BertEncoder: @unchecked Sendable {
                                    intermediate: config.intermediateSize)
         defer { workspaces.give(work) }
         for batch in batches {
-            embedTokens(batch[...], work: &work)
+            embedTokens(batch, members: batch.indices, work: &work)
             lengths.append(work.lengths)
             states.append(Array(work.states[0..<(work.lengths.reduce(0, +) * hidden)]))
         }
@@ -246,11 +311,12 @@ public final class BertEncoder: @unchecked Sendable {
 
     /// The embedding LayerNorm's output for `sequences` in `work.states` (packed, sentence after
     /// sentence) and their lengths in `work.lengths`.
-    func embedTokens(_ sequences: ArraySlice<[Int32]>, work: inout Workspace) {
+    func embedTokens(_ sequences: [[Int32]], members: some Sequence<Int>, work: inout Workspace) {
         let hidden = config.hiddenSize
         work.lengths.removeAll(keepingCapacity: true)
         var row = 0
-        for sequence in sequences {
+        for member in members {
+            let sequence = sequences[member]
             work.lengths.append(sequence.count)
             for (position, id) in sequence.enumerated() {
                 work.states.withUnsafeMutableBufferPointer { buffer in
