@@ -6,6 +6,10 @@
 #   scripts/sanitize.sh thread  [swift test arguments…]   # ThreadSanitizer
 # OpenBLAS runs with one thread under ThreadSanitizer: its uninstrumented workers synchronize by
 # spinning on plain loads, which the sanitizer cannot see and would report as races in the caller.
+# Under ThreadSanitizer the tests run one at a time (--no-parallel): Swift Testing otherwise starts
+# every case at once, and at the sanitizer's slowdown the real-model cases then share the cores so
+# long that none finishes (ShrinkModelsTests: no test done in 900 s; one at a time, all 80 in
+# 1,244 s). Threads inside a test (the worker pool, kernels, concurrent sessions) still run together.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sanitizer=${1:?usage: scripts/sanitize.sh address|thread [swift test arguments…]}
@@ -19,4 +23,6 @@ scripts/setup.sh
 # SwiftPM's --sanitize instruments the C targets (kernels, support) as well as the Swift ones.
 flags=(-c release -Xswiftc -enable-testing --sanitize "$sanitizer" --build-path ".build/$sanitizer")
 swift build "${flags[@]}" --build-tests
-swift test "${flags[@]}" --skip-build "$@"
+serial=()
+if [ "$sanitizer" = thread ]; then serial=(--no-parallel); fi
+swift test "${flags[@]}" --skip-build "${serial[@]}" "$@"
