@@ -150,8 +150,9 @@ public final class BertEncoder: @unchecked Sendable {
 
     /// About how many tokens a group holds when a batch runs as groups. A smaller group's
     /// activations stay in cache through a layer: MiniLM int8, batches of 32 STS-B sentences (15
-    /// tokens on average), AMD Zen 4, sentences/s against one group per thread: groups of 64
-    /// tokens +4 % (2 threads), 96 +5–9 %, 128 +7–13 % (1 thread +8–15 %), 160 +5–9 %, 256 +4 %.
+    /// tokens on average), AMD Zen 4, sentences/s against one group per thread, two sweeps: at 2
+    /// threads groups of 64 tokens +7 %, 96 +5 %, 128 +7–13 %, 160 +5 %, 192 +9 %, 256 +4 %; at
+    /// 1 thread 64 +9 %, 96 +11 %, 128 +8–15 %, 160 +9 %, 192 +19 %, 256 +18 %.
     static let tokensPerGroup = 128
 
     /// How a batch runs: `groups` groups of whole sentences (`partition`), each on one thread
@@ -249,7 +250,8 @@ public final class BertEncoder: @unchecked Sendable {
         }
     }
 
-    /// The sentence embeddings of `sequences[members]` (validated) into `output`, sentence i's at row i.
+    /// The sentence embeddings of the sentences `members` of `sequences` (validated) into `output`,
+    /// sentence m's at row m.
     func forward(_ sequences: [[Int32]], members: some Collection<Int>, into output: UnsafeMutablePointer<Float>) {
         let hidden = config.hiddenSize
         let total = members.reduce(0) { $0 + sequences[$1].count }
